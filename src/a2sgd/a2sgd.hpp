@@ -1,0 +1,17 @@
+#pragma once
+/// @file a2sgd.hpp
+/// Umbrella header of the a2sgd library.
+
+#include <a2sgd/comm/Communicator.hpp>
+#include <a2sgd/compress/A2sgdExchange.hpp>
+#include <a2sgd/compress/DenseExchange.hpp>
+#include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/compress/TwoMeans.hpp>
+#include <a2sgd/core/Accounting.hpp>
+#include <a2sgd/core/BuildInfo.hpp>
+#include <a2sgd/core/Error.hpp>
+#include <a2sgd/core/ParameterStore.hpp>
+#include <a2sgd/core/Types.hpp>
+#include <a2sgd/optim/LrSchedule.hpp>
+#include <a2sgd/optim/Optimizer.hpp>

@@ -1,0 +1,114 @@
+#include <a2sgd/comm/Communicator.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <utility>
+#include <vector>
+
+namespace a2sgd {
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
+  throw MpiError(std::string("MPI call failed: ") + call + ": " +
+                 (len > 0 ? std::string(text, static_cast<std::size_t>(len)) : "error " + std::to_string(rc)));
+}
+
+Communicator::Communicator(MPI_Comm parent) {
+  int initialized = 0;
+  A2SGD_MPI_CHECK(MPI_Initialized(&initialized));
+  if (!initialized) throw Error("a2sgd::Communicator: MPI is not initialized (call MPI_Init first)");
+  A2SGD_MPI_CHECK(MPI_Comm_dup(parent, &m_comm));
+  // From here on a failing call returns its code to us instead of aborting the job.
+  A2SGD_MPI_CHECK(MPI_Comm_set_errhandler(m_comm, MPI_ERRORS_RETURN));
+  A2SGD_MPI_CHECK(MPI_Comm_rank(m_comm, &m_rank));
+  A2SGD_MPI_CHECK(MPI_Comm_size(m_comm, &m_size));
+}
+
+Communicator::~Communicator() { release(); }
+
+Communicator::Communicator(Communicator&& other) noexcept
+    : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)), m_rank(other.m_rank), m_size(other.m_size) {}
+
+Communicator& Communicator::operator=(Communicator&& other) noexcept {
+  if (this != &other) {
+    release();
+    m_comm = std::exchange(other.m_comm, MPI_COMM_NULL);
+    m_rank = other.m_rank;
+    m_size = other.m_size;
+  }
+  return *this;
+}
+
+void Communicator::release() noexcept {
+  if (m_comm == MPI_COMM_NULL) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&m_comm);
+  m_comm = MPI_COMM_NULL;
+}
+
+void Communicator::allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size,
+                                   MPI_Datatype type, MPI_Op op, StepStats* stats) const {
+  Stopwatch clock;
+  std::size_t chunks = 0;
+  auto* bytes = static_cast<char*>(inout);
+  for (std::size_t done = 0; done < count; ++chunks) {
+    const std::size_t n = std::min<std::size_t>(count - done, static_cast<std::size_t>(INT_MAX));
+    A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * elem_size, static_cast<int>(n), type, op, m_comm));
+    done += n;
+  }
+  if (stats) {
+    stats->comm_s += clock.seconds();
+    stats->bytes_sent += count * elem_size;
+    stats->messages += chunks;
+  }
+}
+
+void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t elem_size,
+                                   MPI_Datatype type, int root, StepStats* stats) const {
+  Stopwatch clock;
+  std::size_t chunks = 0;
+  auto* bytes = static_cast<char*>(data);
+  for (std::size_t done = 0; done < count; ++chunks) {
+    const std::size_t n = std::min<std::size_t>(count - done, static_cast<std::size_t>(INT_MAX));
+    A2SGD_MPI_CHECK(MPI_Bcast(bytes + done * elem_size, static_cast<int>(n), type, root, m_comm));
+    done += n;
+  }
+  if (stats) {
+    stats->comm_s += clock.seconds();
+    // The root hands the payload to MPI; the other ranks receive it.
+    if (m_rank == root) stats->bytes_sent += count * elem_size;
+    stats->messages += chunks;
+  }
+}
+
+void Communicator::barrier() const { A2SGD_MPI_CHECK(MPI_Barrier(m_comm)); }
+
+void Communicator::raise_if_any(bool failed, const std::string& message) const {
+  int origin = failed ? m_rank : m_size;
+  A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &origin, 1, MPI_INT, MPI_MIN, m_comm));
+  if (origin == m_size) return;
+  // Ship the first failing rank's message so that every rank reports the same root cause.
+  std::uint64_t length = m_rank == origin ? message.size() : 0;
+  A2SGD_MPI_CHECK(MPI_Bcast(&length, 1, MPI_UINT64_T, origin, m_comm));
+  std::string text = m_rank == origin ? message : std::string(length, '\0');
+  if (length > 0) broadcast(text.data(), text.size(), origin);
+  throw CollectiveError(m_size > 1 ? "rank " + std::to_string(origin) + ": " + text : text, origin);
+}
+
+void Communicator::require_same(std::uint64_t value, const std::string& what) const {
+  std::uint64_t range[2] = {value, ~value};  // min of value and min of ~value (= ~max)
+  A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_UINT64_T, MPI_MIN, m_comm));
+  const std::uint64_t lo = range[0];
+  const std::uint64_t hi = ~range[1];
+  if (lo != hi) {
+    throw CollectiveError("ranks disagree on " + what + ": values range from " + std::to_string(lo) +
+                              " to " + std::to_string(hi) + " (this rank has " + std::to_string(value) + ")",
+                          -1);
+  }
+}
+
+}  // namespace a2sgd

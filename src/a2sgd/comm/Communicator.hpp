@@ -1,0 +1,109 @@
+#pragma once
+/// @file Communicator.hpp
+/// RAII MPI communicator with checked calls, byte/time accounting and collective error agreement.
+
+#include <a2sgd/core/Accounting.hpp>
+#include <a2sgd/core/Error.hpp>
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <type_traits>
+
+namespace a2sgd {
+
+/// Throws MpiError naming the call and MPI's own description when rc != MPI_SUCCESS.
+void check_mpi(int rc, const char* call);
+
+#define A2SGD_MPI_CHECK(call) ::a2sgd::check_mpi((call), #call)
+
+namespace detail {
+template <class T>
+MPI_Datatype mpi_datatype() {
+  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, int>) return MPI_INT;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return MPI_INT64_T;
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return MPI_UINT64_T;
+  else if constexpr (std::is_same_v<T, char>) return MPI_CHAR;
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return MPI_UINT8_T;
+  else static_assert(sizeof(T) == 0, "a2sgd: no MPI datatype for this type");
+}
+}  // namespace detail
+
+/// Owns a duplicate of a parent communicator (so a2sgd's traffic never matches user messages),
+/// freed exactly once. The duplicate returns error codes instead of aborting, and every call
+/// is checked.
+///
+/// Collectives take an optional StepStats* into which they add the bytes handed to MPI, the
+/// number of collectives, and the wall time spent in MPI (comm_s).
+class Communicator {
+ public:
+  /// Duplicates `parent` (collective over `parent`).
+  explicit Communicator(MPI_Comm parent = MPI_COMM_WORLD);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  Communicator(Communicator&& other) noexcept;
+  Communicator& operator=(Communicator&& other) noexcept;
+
+  MPI_Comm get() const noexcept { return m_comm; }
+  int rank() const noexcept { return m_rank; }
+  int size() const noexcept { return m_size; }
+
+  /// In-place MPI_Allreduce of `count` values; counts above INT_MAX are split into chunks.
+  template <class T>
+  void allreduce(T* inout, std::size_t count, MPI_Op op, StepStats* stats = nullptr) const {
+    allreduce_bytes(inout, count, sizeof(T), detail::mpi_datatype<T>(), op, stats);
+  }
+
+  /// MPI_Bcast of `count` values from `root`.
+  template <class T>
+  void broadcast(T* data, std::size_t count, int root, StepStats* stats = nullptr) const {
+    broadcast_bytes(data, count, sizeof(T), detail::mpi_datatype<T>(), root, stats);
+  }
+
+  void barrier() const;
+
+  /// Collective: every rank calls it with its own verdict. If any rank failed, every rank
+  /// throws CollectiveError carrying the lowest failing rank's message (prefixed with its rank).
+  void raise_if_any(bool failed, const std::string& message) const;
+
+  /// Collective: runs `fn` on every rank; an exception on any rank becomes a CollectiveError
+  /// on all ranks, so no rank is left waiting in a later collective.
+  template <class Fn>
+  void all_or_throw(Fn&& fn) const {
+    std::string message;
+    bool failed = false;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      failed = true;
+      message = e.what();
+    } catch (...) {
+      failed = true;
+      message = "unknown exception";
+    }
+    raise_if_any(failed, message);
+  }
+
+  /// Collective: checks that every rank passed the same value; otherwise every rank throws a
+  /// CollectiveError naming `what` and the smallest and largest values seen.
+  void require_same(std::uint64_t value, const std::string& what) const;
+
+ private:
+  void allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type,
+                       MPI_Op op, StepStats* stats) const;
+  void broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type,
+                       int root, StepStats* stats) const;
+  void release() noexcept;
+
+  MPI_Comm m_comm = MPI_COMM_NULL;
+  int m_rank = 0;
+  int m_size = 1;
+};
+
+}  // namespace a2sgd

@@ -1,0 +1,137 @@
+#include <a2sgd/compress/A2sgdExchange.hpp>
+#include <a2sgd/compress/TwoMeans.hpp>
+
+#include <cmath>
+#include <limits>
+
+namespace a2sgd {
+namespace {
+
+// Decode + residual + optimizer, one pass: reads g, e, x and optimizer state once, writes e, x
+// and state once.
+template <class Rule, bool ErrorFeedback>
+struct A2sgdApply {
+  ConstFloatView g;
+  FloatView e;
+  float ref_pos, ref_neg;  // residual reference (local or global averages)
+  float upd_pos, upd_neg;  // the global averages M_pos, M_neg
+  Rule rule;
+
+  KOKKOS_INLINE_FUNCTION void operator()(Index i) const {
+    const float a = ErrorFeedback ? g(i) + e(i) : g(i);
+    const bool pos = a > 0.0f;
+    const bool neg = a < 0.0f;
+    const float u = pos ? upd_pos : (neg ? upd_neg : 0.0f);
+    if (ErrorFeedback) e(i) = a - (pos ? ref_pos : (neg ? ref_neg : 0.0f));
+    rule(i, u);
+  }
+};
+
+std::string signature(const A2sgdOptions& o) {
+  return "a2sgd;averaging=" + to_string(o.averaging) + ";residual=" + to_string(o.residual) +
+         ";error_feedback=" + std::to_string(o.error_feedback) + ";warmup_steps=" + std::to_string(o.warmup_steps) +
+         ";average_every=" + std::to_string(o.average_every);
+}
+
+}  // namespace
+
+GlobalAveraging parse_global_averaging(std::string_view name) {
+  if (name == "mean") return GlobalAveraging::mean;
+  if (name == "weighted") return GlobalAveraging::weighted;
+  throw InvalidArgument("unknown A2SGD global averaging \"" + std::string(name) + "\" (valid: mean, weighted)");
+}
+
+ResidualReference parse_residual_reference(std::string_view name) {
+  if (name == "local") return ResidualReference::local;
+  if (name == "global") return ResidualReference::global;
+  throw InvalidArgument("unknown A2SGD residual reference \"" + std::string(name) + "\" (valid: local, global)");
+}
+
+std::string to_string(GlobalAveraging v) { return v == GlobalAveraging::mean ? "mean" : "weighted"; }
+std::string to_string(ResidualReference v) { return v == ResidualReference::local ? "local" : "global"; }
+
+A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptions& options,
+                             const CommonExchangeOptions& common, const ExecutionSpace& exec)
+    : Exchange(comm, n, exec, common, signature(options)),
+      m_options(options),
+      m_residual("a2sgd::compress::residual", static_cast<std::size_t>(n)) {}
+
+std::vector<std::pair<std::string, std::string>> A2sgdExchange::options() const {
+  return {{"averaging", to_string(m_options.averaging)},
+          {"residual", to_string(m_options.residual)},
+          {"error_feedback", m_options.error_feedback ? "on" : "off"},
+          {"warmup_steps", std::to_string(m_options.warmup_steps)},
+          {"average_every", std::to_string(m_options.average_every)}};
+}
+
+void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+                            StepStats& stats) {
+  const double p = static_cast<double>(comm().size());
+  if (steps() < m_options.warmup_steps) {
+    allreduce_sum(grad, stats);
+    apply_dense(params, grad, opt, lr, static_cast<float>(1.0 / p), stats);
+  } else {
+    // Step 3: the two local averages, one fused reduction.
+    Stopwatch clock;
+    const bool ef = m_options.error_feedback;
+    const TwoMeansResult local = two_means(exec(), grad, ef ? ConstFloatView(m_residual) : ConstFloatView());
+    stats.compress_s += clock.seconds();
+
+    // Step 4: exactly one all-reduce of 2 (or 4) scalars.
+    const bool weighted = m_options.averaging == GlobalAveraging::weighted;
+    double payload[4] = {local.mean_pos(), local.mean_neg(), 0.0, 0.0};
+    if (weighted) {
+      payload[0] = local.sum_pos;
+      payload[1] = local.sum_neg;
+      payload[2] = static_cast<double>(local.count_pos);
+      payload[3] = static_cast<double>(local.count_neg);
+    }
+    if (local.non_finite > 0) payload[0] = payload[1] = std::numeric_limits<double>::quiet_NaN();
+    comm().allreduce(payload, static_cast<std::size_t>(payload_scalars()), MPI_SUM, &stats);
+
+    const double m_pos = weighted ? (payload[2] > 0 ? payload[0] / payload[2] : 0.0) : payload[0] / p;
+    const double m_neg = weighted ? (payload[3] > 0 ? payload[1] / payload[3] : 0.0) : payload[1] / p;
+    if (!std::isfinite(m_pos) || !std::isfinite(m_neg)) {
+      const std::string where = "A2SGD step " + std::to_string(steps()) + ": ";
+      throw NonFiniteError(
+          local.non_finite > 0
+              ? where + "this rank's error-compensated gradient g + e has " + std::to_string(local.non_finite) +
+                    " non-finite (NaN/Inf) entries of " + std::to_string(size()) +
+                    "; nothing was updated (a smaller learning rate usually helps)"
+              : where + "another rank's gradient has non-finite (NaN/Inf) entries; nothing was updated",
+          -1);
+    }
+    m_last_local = {local.mean_pos(), local.mean_neg()};
+    m_last_global = {m_pos, m_neg};
+
+    // Steps 5 and 6: residual, update direction and optimizer in one pass.
+    clock.restart();
+    const bool global_ref = m_options.residual == ResidualReference::global;
+    const auto ref_pos = static_cast<float>(global_ref ? m_pos : local.mean_pos());
+    const auto ref_neg = static_cast<float>(global_ref ? m_neg : local.mean_neg());
+    const ConstFloatView g = grad;
+    const FloatView e = m_residual;
+    const Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>> policy(exec(), 0, size());
+    opt.visit_step(params, lr, [&](const auto& rule) {
+      using Rule = std::decay_t<decltype(rule)>;
+      const auto upd_pos = static_cast<float>(m_pos);
+      const auto upd_neg = static_cast<float>(m_neg);
+      if (ef)
+        Kokkos::parallel_for("a2sgd::compress::a2sgd_apply", policy,
+                             A2sgdApply<Rule, true>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+      else
+        Kokkos::parallel_for("a2sgd::compress::a2sgd_apply", policy,
+                             A2sgdApply<Rule, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+    });
+    exec().fence();
+    stats.optimizer_s += clock.seconds();
+  }
+
+  if (m_options.average_every > 0 && (steps() + 1) % m_options.average_every == 0) {
+    allreduce_sum(params, stats);
+    scale(params, static_cast<float>(1.0 / p));
+    exec().fence();
+  }
+}
+
+}  // namespace a2sgd

@@ -1,0 +1,23 @@
+#pragma once
+/// @file DenseExchange.hpp
+/// The baseline: MPI_Allreduce of the whole gradient, divided by p, then the optimizer.
+
+#include <a2sgd/compress/Exchange.hpp>
+
+namespace a2sgd {
+
+/// Dense all-reduce: u = (1/p) sum_r g_r. Sends n float32 values per rank per step.
+/// The gradient buffer is summed in place (it holds the sum of all ranks' gradients afterwards).
+class DenseExchange final : public Exchange {
+ public:
+  DenseExchange(const Communicator& comm, Index n, const CommonExchangeOptions& common = {},
+                const ExecutionSpace& exec = ExecutionSpace());
+
+  std::string name() const override { return "dense"; }
+  std::vector<std::pair<std::string, std::string>> options() const override;
+
+ protected:
+  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+};
+
+}  // namespace a2sgd

@@ -1,0 +1,44 @@
+#include <a2sgd/compress/DenseExchange.hpp>
+#include <a2sgd/compress/ExchangeFactory.hpp>
+
+#include <functional>
+#include <utility>
+
+namespace a2sgd {
+namespace {
+
+using Builder = std::function<std::unique_ptr<Exchange>(const ExchangeConfig&, const Communicator&, Index,
+                                                        const ExecutionSpace&)>;
+
+const std::vector<std::pair<std::string, Builder>>& registry() {
+  static const std::vector<std::pair<std::string, Builder>> methods = {
+      {"dense",
+       [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
+         return std::unique_ptr<Exchange>(new DenseExchange(comm, n, c.common, exec));
+       }},
+      {"a2sgd",
+       [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
+         return std::unique_ptr<Exchange>(new A2sgdExchange(comm, n, c.a2sgd, c.common, exec));
+       }},
+  };
+  return methods;
+}
+
+}  // namespace
+
+std::vector<std::string> exchange_methods() {
+  std::vector<std::string> names;
+  for (const auto& entry : registry()) names.push_back(entry.first);
+  return names;
+}
+
+std::unique_ptr<Exchange> make_exchange(const ExchangeConfig& config, const Communicator& comm, Index n,
+                                        const ExecutionSpace& exec) {
+  for (const auto& entry : registry())
+    if (entry.first == config.method) return entry.second(config, comm, n, exec);
+  std::string valid;
+  for (const auto& name : exchange_methods()) valid += (valid.empty() ? "" : ", ") + name;
+  throw InvalidArgument("unknown exchange method \"" + config.method + "\" (valid: " + valid + ")");
+}
+
+}  // namespace a2sgd

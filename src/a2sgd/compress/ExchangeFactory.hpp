@@ -1,0 +1,29 @@
+#pragma once
+/// @file ExchangeFactory.hpp
+/// Select an exchange method by name.
+
+#include <a2sgd/compress/A2sgdExchange.hpp>
+#include <a2sgd/compress/Exchange.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace a2sgd {
+
+/// Everything needed to build any method; each method reads its own part.
+struct ExchangeConfig {
+  std::string method = "a2sgd";  ///< one of exchange_methods()
+  CommonExchangeOptions common;
+  A2sgdOptions a2sgd;
+};
+
+/// Names accepted by make_exchange(), in display order.
+std::vector<std::string> exchange_methods();
+
+/// Builds the method named config.method (collective). An unknown name throws InvalidArgument
+/// listing the valid names.
+std::unique_ptr<Exchange> make_exchange(const ExchangeConfig& config, const Communicator& comm, Index n,
+                                        const ExecutionSpace& exec = ExecutionSpace());
+
+}  // namespace a2sgd

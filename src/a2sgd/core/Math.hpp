@@ -1,0 +1,20 @@
+#pragma once
+/// @file Math.hpp
+/// Device-callable math that spells the same on Kokkos 3.4 and 4.x.
+
+#include <Kokkos_Core.hpp>
+
+namespace a2sgd::detail {
+
+KOKKOS_INLINE_FUNCTION float sqrt(float x) {
+#if KOKKOS_VERSION >= 30700
+  return Kokkos::sqrt(x);
+#else
+  return Kokkos::Experimental::sqrt(x);
+#endif
+}
+
+/// True for NaN and +-Inf, without isnan/isinf (x - x is 0 exactly for every finite x).
+KOKKOS_INLINE_FUNCTION bool non_finite(float x) { return !(x - x == 0.0f); }
+
+}  // namespace a2sgd::detail

@@ -1,0 +1,35 @@
+#pragma once
+/// @file Types.hpp
+/// Execution/memory spaces and View aliases used throughout a2sgd.
+
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace a2sgd {
+
+/// Execution space of all a2sgd kernels (the Kokkos default: CUDA/HIP/OpenMP/Serial).
+using ExecutionSpace = Kokkos::DefaultExecutionSpace;
+/// Memory space in which parameters, gradients and per-rank state live.
+using MemorySpace = ExecutionSpace::memory_space;
+
+/// Float32 model data on the device.
+using FloatView = Kokkos::View<float*, MemorySpace>;
+using ConstFloatView = Kokkos::View<const float*, MemorySpace>;
+
+/// Index type of flat buffers (models beyond 2^31 parameters are expected).
+using Index = std::int64_t;
+
+/// A named piece of per-rank state (residual, momentum, ...), as saved in checkpoints.
+struct NamedView {
+  std::string name;
+  FloatView view;
+};
+
+/// True when the host can dereference a2sgd's device views (no staging copy needed for MPI).
+inline constexpr bool host_accessible_memory =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
+
+}  // namespace a2sgd

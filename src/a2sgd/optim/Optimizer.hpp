@@ -1,0 +1,102 @@
+#pragma once
+/// @file Optimizer.hpp
+/// SGD, momentum (heavy-ball or Nesterov), Adam (bias-corrected), all with decoupled weight
+/// decay, on the flat parameter buffer.
+
+#include <a2sgd/core/Types.hpp>
+#include <a2sgd/optim/impl/UpdateRules.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace a2sgd {
+
+enum class OptimizerKind { sgd, momentum, adam };
+
+/// Parses "sgd" | "momentum" | "adam"; throws InvalidArgument listing the valid names.
+OptimizerKind parse_optimizer_kind(std::string_view name);
+std::string to_string(OptimizerKind kind);
+
+/// Hyper-parameters. weight_decay is decoupled (AdamW style): x <- x (1 - lr wd) before the step.
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::sgd;
+  double momentum = 0.9;  ///< momentum: coefficient mu in [0, 1)
+  bool nesterov = false;  ///< momentum: Nesterov look-ahead
+  double beta1 = 0.9;     ///< adam
+  double beta2 = 0.999;   ///< adam
+  double epsilon = 1e-8;  ///< adam
+  double weight_decay = 0.0;
+
+  /// Throws InvalidArgument naming the first out-of-range value.
+  void validate() const;
+};
+
+/// Optimizer state for n parameters plus the update rule.
+///
+/// Exchanges call visit_step() to obtain this step's per-element rule and fuse it into their
+/// own decode kernel; apply() is the stand-alone pass for callers without an exchange.
+class Optimizer {
+ public:
+  Optimizer(const OptimizerConfig& config, Index n);
+
+  const OptimizerConfig& config() const noexcept { return m_config; }
+  Index size() const noexcept { return m_size; }
+
+  /// Number of steps applied so far (Adam's t after the last step).
+  std::uint64_t steps() const noexcept { return m_steps; }
+  /// Restores the step counter (checkpoint restart).
+  void set_steps(std::uint64_t steps) noexcept { m_steps = steps; }
+
+  /// Per-parameter state tensors ("momentum" | "adam_m", "adam_v"; none for SGD).
+  std::vector<NamedView> state() const;
+
+  /// Advances the step counter and calls fn(rule) with this step's device functor
+  /// (rule(i, u) updates x(i) and the state of entry i for gradient value u).
+  template <class Fn>
+  void visit_step(const FloatView& params, double lr, Fn&& fn);
+
+  /// params <- step(scale * grad) as one kernel.
+  void apply(const ExecutionSpace& exec, const FloatView& params, const ConstFloatView& grad, double lr,
+             float scale = 1.0f);
+
+ private:
+  void check_step(const FloatView& params, double lr) const;
+
+  OptimizerConfig m_config;
+  Index m_size;
+  std::uint64_t m_steps = 0;
+  FloatView m_first;   // momentum buffer or Adam m
+  FloatView m_second;  // Adam v
+};
+
+template <class Fn>
+void Optimizer::visit_step(const FloatView& params, double lr, Fn&& fn) {
+  check_step(params, lr);
+  const auto decay = static_cast<float>(1.0 - lr * m_config.weight_decay);
+  const auto flr = static_cast<float>(lr);
+  switch (m_config.kind) {
+    case OptimizerKind::sgd:
+      ++m_steps;
+      fn(optim::impl::SgdRule{params, flr, decay});
+      break;
+    case OptimizerKind::momentum:
+      ++m_steps;
+      fn(optim::impl::MomentumRule{params, m_first, flr, decay, static_cast<float>(m_config.momentum),
+                                    m_config.nesterov});
+      break;
+    case OptimizerKind::adam: {
+      const auto t = static_cast<double>(++m_steps);
+      const double c1 = 1.0 / (1.0 - std::pow(m_config.beta1, t));
+      const double c2 = 1.0 / std::sqrt(1.0 - std::pow(m_config.beta2, t));
+      fn(optim::impl::AdamRule{params, m_first, m_second, flr, decay, static_cast<float>(m_config.beta1),
+                                static_cast<float>(m_config.beta2), static_cast<float>(c1),
+                                static_cast<float>(c2), static_cast<float>(m_config.epsilon)});
+      break;
+    }
+  }
+}
+
+}  // namespace a2sgd

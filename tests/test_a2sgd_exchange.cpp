@@ -1,0 +1,324 @@
+#include "TestingCatch.hpp"
+
+#include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/core/Error.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+using namespace a2sgd;
+using namespace a2sgd::testing;
+
+namespace {
+
+std::vector<float> random_gradient(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.05f, 1.0f);
+  std::vector<float> g(n);
+  for (auto& v : g) v = normal(rng);
+  return g;
+}
+
+// Host reference of one A2SGD step on this rank, written from docs/algorithm.md.
+struct ReferenceStep {
+  std::vector<float> a;       // g + e
+  double mu_pos = 0, mu_neg = 0;  // local averages
+  double m_pos = 0, m_neg = 0;    // global averages
+  std::vector<double> u;      // update direction
+  std::vector<double> e;      // new residual
+};
+
+ReferenceStep reference_step(const std::vector<float>& g, const std::vector<float>& e, const A2sgdOptions& o) {
+  ReferenceStep r;
+  const std::size_t n = g.size();
+  r.a.resize(n);
+  double sp = 0, sn = 0, np = 0, nn = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    r.a[i] = o.error_feedback ? g[i] + e[i] : g[i];
+    if (r.a[i] > 0) sp += r.a[i], np += 1;
+    if (r.a[i] < 0) sn += r.a[i], nn += 1;
+  }
+  r.mu_pos = np > 0 ? sp / np : 0.0;
+  r.mu_neg = nn > 0 ? sn / nn : 0.0;
+  const auto all_mu_pos = allgather(r.mu_pos, MPI_DOUBLE);
+  const auto all_mu_neg = allgather(r.mu_neg, MPI_DOUBLE);
+  const auto all_sp = allgather(sp, MPI_DOUBLE), all_sn = allgather(sn, MPI_DOUBLE);
+  const auto all_np = allgather(np, MPI_DOUBLE), all_nn = allgather(nn, MPI_DOUBLE);
+  double a = 0, b = 0, c = 0, d = 0;
+  for (std::size_t k = 0; k < all_mu_pos.size(); ++k) {
+    if (o.averaging == GlobalAveraging::mean) {
+      a += all_mu_pos[k];
+      b += all_mu_neg[k];
+    } else {
+      a += all_sp[k], b += all_sn[k], c += all_np[k], d += all_nn[k];
+    }
+  }
+  if (o.averaging == GlobalAveraging::mean) {
+    r.m_pos = a / static_cast<double>(all_mu_pos.size());
+    r.m_neg = b / static_cast<double>(all_mu_pos.size());
+  } else {
+    r.m_pos = c > 0 ? a / c : 0.0;
+    r.m_neg = d > 0 ? b / d : 0.0;
+  }
+  const double ref_pos = o.residual == ResidualReference::local ? r.mu_pos : r.m_pos;
+  const double ref_neg = o.residual == ResidualReference::local ? r.mu_neg : r.m_neg;
+  r.u.resize(n);
+  r.e.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float ai = r.a[i];
+    r.u[i] = ai > 0 ? r.m_pos : (ai < 0 ? r.m_neg : 0.0);
+    r.e[i] = o.error_feedback ? ai - (ai > 0 ? ref_pos : (ai < 0 ? ref_neg : 0.0)) : 0.0;
+  }
+  return r;
+}
+
+bool same_on_all_ranks(double v) {
+  const auto all = allgather(v, MPI_DOUBLE);
+  for (double x : all)
+    if (x != all[0]) return false;
+  return true;
+}
+
+// Runs `steps` steps of A2SGD with SGD(lr) from x = 0 and checks x, e, M against the reference.
+void check_against_reference(const A2sgdOptions& o, std::size_t n, int steps) {
+  Communicator comm;
+  A2sgdExchange exchange(comm, static_cast<Index>(n), o);
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  const double lr = 0.5;
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  std::vector<double> x_ref(n, 0.0);
+  std::vector<float> e_host(n, 0.0f);
+  for (int s = 0; s < steps; ++s) {
+    INFO("step " << s);
+    const auto g = random_gradient(n, 100u * static_cast<unsigned>(s) + static_cast<unsigned>(comm.rank()));
+    const ReferenceStep ref = reference_step(g, e_host, o);
+    exchange.step(x, to_device(g), sgd, lr);
+
+    const auto [m_pos, m_neg] = exchange.last_global_means();
+    CHECK_THAT(m_pos, WithinAbs(ref.m_pos, 1e-9));
+    CHECK_THAT(m_neg, WithinAbs(ref.m_neg, 1e-9));
+    // Identical on all ranks, bit for bit: they come out of one all-reduce.
+    CHECK(same_on_all_ranks(m_pos));
+    CHECK(same_on_all_ranks(m_neg));
+
+    const auto xs = to_host(x);
+    const auto es = to_host(exchange.residual());
+    int off_values = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      x_ref[i] -= lr * ref.u[i];
+      if (std::abs(xs[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]))) ++off_values;
+      if (std::abs(es[i] - ref.e[i]) > 1e-5 * (1 + std::abs(ref.e[i]))) ++off_values;
+    }
+    CHECK(off_values == 0);
+    e_host = es;  // the residual is carried into the next step
+  }
+}
+
+}  // namespace
+
+TEST_CASE("one A2SGD step: the update takes only the values M_pos, M_neg and 0", "[a2sgd]") {
+  Communicator comm;
+  const std::size_t n = 10007;
+  A2sgdExchange exchange(comm, static_cast<Index>(n));
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  auto g = random_gradient(n, 7u + static_cast<unsigned>(comm.rank()));
+  for (std::size_t i = 0; i < n; i += 97) g[i] = 0.0f;  // zeros get a zero update
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  exchange.step(x, to_device(g), sgd, 1.0);  // x = -u
+
+  const auto [m_pos, m_neg] = exchange.last_global_means();
+  const auto [mu_pos, mu_neg] = exchange.last_local_means();
+  CHECK(m_pos > 0.0);
+  CHECK(m_neg < 0.0);
+  CHECK(same_on_all_ranks(m_pos));
+  CHECK(same_on_all_ranks(m_neg));
+  // M = mean over ranks of the local means (the default "mean" averaging).
+  const auto mus = allgather(mu_pos, MPI_DOUBLE);
+  double mean_mu = 0;
+  for (double v : mus) mean_mu += v;
+  CHECK_THAT(m_pos, WithinAbs(mean_mu / comm.size(), 1e-12));
+
+  const auto xs = to_host(x);
+  const auto es = to_host(exchange.residual());
+  int wrong_update = 0;
+  double residual_pos = 0, residual_neg = 0, scale = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float expect = g[i] > 0 ? static_cast<float>(-m_pos) : (g[i] < 0 ? static_cast<float>(-m_neg) : 0.0f);
+    if (xs[i] != expect) ++wrong_update;
+    if (g[i] > 0) residual_pos += es[i];
+    if (g[i] < 0) residual_neg += es[i];
+    if (g[i] == 0 && es[i] != 0.0f) ++wrong_update;
+    scale += std::abs(g[i]);
+  }
+  CHECK(wrong_update == 0);
+  // e keeps each entry's deviation from its own local average: it sums to ~0 over each sign set.
+  CHECK(std::abs(residual_pos) < 1e-6 * scale);
+  CHECK(std::abs(residual_neg) < 1e-6 * scale);
+}
+
+TEST_CASE("A2SGD matches the reference over several steps (residual carried)", "[a2sgd]") {
+  A2sgdOptions o;
+  SECTION("defaults: mean, local residual") { check_against_reference(o, 4099, 4); }
+  SECTION("count-weighted global averages") {
+    o.averaging = GlobalAveraging::weighted;
+    check_against_reference(o, 4099, 3);
+  }
+  SECTION("residual measured against the global averages") {
+    o.residual = ResidualReference::global;
+    check_against_reference(o, 1025, 3);
+  }
+  SECTION("error feedback off: the residual stays zero") {
+    o.error_feedback = false;
+    check_against_reference(o, 1025, 3);
+  }
+}
+
+TEST_CASE("A2SGD fuses momentum and Adam into its update pass", "[a2sgd][optim]") {
+  for (OptimizerKind kind : {OptimizerKind::momentum, OptimizerKind::adam}) {
+    INFO("optimizer " << to_string(kind));
+    Communicator comm;
+    const std::size_t n = 999;
+    A2sgdExchange exchange(comm, static_cast<Index>(n));
+    OptimizerConfig cfg;
+    cfg.kind = kind;
+    Optimizer opt(cfg, static_cast<Index>(n));
+    auto x = to_device(std::vector<float>(n, 1.0f));
+    std::vector<double> xr(n, 1.0), m(n, 0.0), v(n, 0.0);
+    std::vector<float> e(n, 0.0f);
+    const double lr = 0.01;
+    for (int t = 1; t <= 3; ++t) {
+      const auto g = random_gradient(n, 50u * static_cast<unsigned>(t) + static_cast<unsigned>(comm.rank()));
+      const auto ref = reference_step(g, e, A2sgdOptions{});
+      exchange.step(x, to_device(g), opt, lr);
+      e = to_host(exchange.residual());
+      for (std::size_t i = 0; i < n; ++i) {
+        const double u = ref.u[i];
+        if (kind == OptimizerKind::momentum) {
+          m[i] = 0.9 * m[i] + u;
+          xr[i] -= lr * m[i];
+        } else {
+          m[i] = 0.9 * m[i] + 0.1 * u;
+          v[i] = 0.999 * v[i] + 0.001 * u * u;
+          xr[i] -= lr * (m[i] / (1 - std::pow(0.9, t))) / (std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-8);
+        }
+      }
+    }
+    const auto xs = to_host(x);
+    int off = 0;
+    for (std::size_t i = 0; i < n; ++i) off += std::abs(xs[i] - xr[i]) > 1e-4;
+    CHECK(off == 0);
+  }
+}
+
+TEST_CASE("A2SGD hands exactly one all-reduce of 2 (or 4) doubles to MPI per step, whatever n", "[a2sgd][accounting]") {
+  Communicator comm;
+  for (std::size_t n : {1u, 10u, 1000u, 200000u}) {
+    INFO("n = " << n);
+    for (auto averaging : {GlobalAveraging::mean, GlobalAveraging::weighted}) {
+      A2sgdOptions o;
+      o.averaging = averaging;
+      A2sgdExchange exchange(comm, static_cast<Index>(n), o);
+      Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+      auto x = to_device(std::vector<float>(n, 0.0f));
+      for (int s = 0; s < 3; ++s) exchange.step(x, to_device(random_gradient(n, static_cast<unsigned>(s))), sgd, 0.1);
+      const std::uint64_t bytes = averaging == GlobalAveraging::mean ? 2 * sizeof(double) : 4 * sizeof(double);
+      const auto& st = exchange.stats();
+      CHECK(st.last_step.bytes_sent == bytes);
+      CHECK(st.last_step.messages == 1);
+      CHECK(st.total.bytes_sent == 3 * bytes);
+      CHECK(st.total.messages == 3);
+      CHECK(st.steps == 3);
+      CHECK(st.last_step.compress_s > 0.0);
+      CHECK(st.last_step.optimizer_s > 0.0);
+      CHECK(st.last_step.comm_s > 0.0);
+    }
+  }
+}
+
+TEST_CASE("A2SGD dense warm-up and periodic model averaging", "[a2sgd]") {
+  Communicator comm;
+  const std::size_t n = 3001;
+  A2sgdOptions o;
+  o.warmup_steps = 2;
+  o.average_every = 3;
+  A2sgdExchange exchange(comm, static_cast<Index>(n), o);
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  std::vector<std::uint64_t> bytes;
+  for (int s = 0; s < 6; ++s) {
+    exchange.step(x, to_device(random_gradient(n, 10u * static_cast<unsigned>(s) + static_cast<unsigned>(comm.rank()))),
+                  sgd, 0.1);
+    bytes.push_back(exchange.stats().last_step.bytes_sent);
+    if (s < 2) {
+      // Warm-up is dense: the residual is untouched.
+      int nonzero = 0;
+      for (float v : to_host(exchange.residual())) nonzero += v != 0.0f;
+      CHECK(nonzero == 0);
+    }
+    if (s == 2 || s == 5) {
+      // Averaging after steps 3 and 6 leaves all replicas identical.
+      const auto xs = allgather(to_host(x));
+      int differ = 0;
+      for (std::size_t i = n; i < xs.size(); ++i) differ += xs[i] != xs[i % n];
+      CHECK(differ == 0);
+    }
+  }
+  const std::uint64_t dense = 4 * n, scalars = 16;
+  CHECK(bytes == std::vector<std::uint64_t>{dense, dense, scalars + dense, scalars, scalars, scalars + dense});
+  CHECK(exchange.stats().total.messages == 2 + 4 + 2);
+}
+
+TEST_CASE("a non-finite gradient on one rank stops every rank and changes nothing", "[a2sgd][errors]") {
+  Communicator comm;
+  const std::size_t n = 513;
+  A2sgdExchange exchange(comm, static_cast<Index>(n));
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  exchange.step(x, to_device(random_gradient(n, 1u + static_cast<unsigned>(comm.rank()))), sgd, 0.1);
+  const auto x_before = to_host(x);
+  const auto e_before = to_host(exchange.residual());
+
+  const int bad_rank = comm.size() - 1;
+  auto g = random_gradient(n, 99);
+  if (comm.rank() == bad_rank) g[100] = std::numeric_limits<float>::quiet_NaN();
+  bool threw = false;
+  try {
+    exchange.step(x, to_device(g), sgd, 0.1);
+  } catch (const NonFiniteError& err) {
+    threw = true;
+    CHECK_THAT(err.what(), A2SGD_CONTAINS(comm.rank() == bad_rank ? "1 non-finite" : "another rank"));
+  }
+  CHECK(threw);
+  CHECK(to_host(x) == x_before);
+  CHECK(to_host(exchange.residual()) == e_before);
+  CHECK(exchange.steps() == 1);
+}
+
+TEST_CASE("ranks that disagree on n or on the options fail together at construction", "[a2sgd][errors]") {
+  Communicator comm;
+  if (comm.size() == 1) return;
+  const Index n = comm.rank() == 1 ? 101 : 100;
+  CHECK_THROWS_WITH(A2sgdExchange(comm, n), A2SGD_CONTAINS("ranks disagree on the number of parameters n"));
+  A2sgdOptions o;
+  if (comm.rank() == 0) o.averaging = GlobalAveraging::weighted;
+  CHECK_THROWS_WITH(A2sgdExchange(comm, 100, o), A2SGD_CONTAINS("exchange method and its options"));
+  ExchangeConfig cfg;
+  cfg.method = comm.rank() == 0 ? "dense" : "a2sgd";
+  CHECK_THROWS_AS(make_exchange(cfg, comm, 100), CollectiveError);
+}
+
+TEST_CASE("exchange methods are selected by name", "[a2sgd][factory]") {
+  Communicator comm;
+  CHECK(exchange_methods() == std::vector<std::string>{"dense", "a2sgd"});
+  ExchangeConfig cfg;
+  auto ex = make_exchange(cfg, comm, 10);
+  CHECK(ex->name() == "a2sgd");
+  REQUIRE(ex->state().size() == 1);
+  CHECK(ex->state()[0].name == "residual");
+  CHECK(ex->state()[0].view.extent(0) == 10);
+  cfg.method = "topk-typo";
+  CHECK_THROWS_WITH(make_exchange(cfg, comm, 10), A2SGD_CONTAINS("valid: dense, a2sgd"));
+  CHECK_THROWS_WITH(parse_global_averaging("median"), A2SGD_CONTAINS("mean, weighted"));
+  CHECK_THROWS_WITH(parse_residual_reference("x"), A2SGD_CONTAINS("local, global"));
+}

@@ -1,0 +1,94 @@
+#include "TestingCatch.hpp"
+
+#include <a2sgd/comm/Communicator.hpp>
+
+#include <stdexcept>
+
+using namespace a2sgd;
+using namespace a2sgd::testing;
+
+TEST_CASE("the communicator is a duplicate of its parent, freed once", "[comm]") {
+  Communicator comm;
+  int relation = MPI_UNEQUAL;
+  MPI_Comm_compare(comm.get(), MPI_COMM_WORLD, &relation);
+  CHECK(relation == MPI_CONGRUENT);  // same group, different context: no message crosstalk
+  CHECK(comm.rank() == world_rank());
+  CHECK(comm.size() == world_size());
+
+  Communicator moved(std::move(comm));
+  CHECK(comm.get() == MPI_COMM_NULL);
+  CHECK(moved.get() != MPI_COMM_NULL);
+  Communicator assigned;
+  assigned = std::move(moved);
+  CHECK(moved.get() == MPI_COMM_NULL);
+  double x = 1.0;
+  assigned.allreduce(&x, 1, MPI_SUM);
+  CHECK(x == world_size());
+}
+
+TEST_CASE("collectives account bytes, messages and time", "[comm]") {
+  Communicator comm;
+  std::vector<float> v(1000, static_cast<float>(comm.rank() + 1));
+  StepStats stats;
+  comm.allreduce(v.data(), v.size(), MPI_SUM, &stats);
+  const int p = comm.size();
+  CHECK(v[999] == static_cast<float>(p * (p + 1) / 2));
+  CHECK(stats.bytes_sent == 4000);
+  CHECK(stats.messages == 1);
+  CHECK(stats.comm_s >= 0.0);
+  std::int64_t root_value = comm.rank() == 0 ? 42 : 0;
+  StepStats bstats;
+  comm.broadcast(&root_value, 1, 0, &bstats);
+  CHECK(root_value == 42);
+  CHECK(bstats.bytes_sent == (comm.rank() == 0 ? 8u : 0u));
+}
+
+TEST_CASE("an error on one rank is raised on every rank with that rank's message", "[comm]") {
+  Communicator comm;
+  const int last = comm.size() - 1;
+  // No failure: nobody throws.
+  CHECK_NOTHROW(comm.raise_if_any(false, ""));
+  // The last rank fails; every rank must throw the same CollectiveError.
+  bool threw = false;
+  try {
+    comm.raise_if_any(comm.rank() == last, "disk full on rank " + std::to_string(comm.rank()));
+  } catch (const CollectiveError& e) {
+    threw = true;
+    CHECK(e.origin_rank() == last);
+    CHECK_THAT(e.what(), A2SGD_CONTAINS("disk full on rank " + std::to_string(last)));
+  }
+  CHECK(threw);
+
+  // all_or_throw: an exception inside the function on rank 0 only.
+  threw = false;
+  try {
+    comm.all_or_throw([&] {
+      if (comm.rank() == 0) throw std::runtime_error("bad option --foo");
+    });
+  } catch (const CollectiveError& e) {
+    threw = true;
+    CHECK_THAT(e.what(), A2SGD_CONTAINS("bad option --foo"));
+  }
+  CHECK(threw);
+  // The communicator is still usable afterwards (no rank is left inside a collective).
+  int one = 1;
+  comm.allreduce(&one, 1, MPI_SUM);
+  CHECK(one == comm.size());
+}
+
+TEST_CASE("require_same detects disagreement on every rank", "[comm]") {
+  Communicator comm;
+  CHECK_NOTHROW(comm.require_same(12345, "n"));
+  if (comm.size() > 1) {
+    const std::uint64_t n = comm.rank() == 1 ? 11 : 10;
+    CHECK_THROWS_WITH(comm.require_same(n, "the number of parameters"),
+                      A2SGD_CONTAINS("ranks disagree on the number of parameters") && A2SGD_CONTAINS("from 10 to 11"));
+  }
+}
+
+TEST_CASE("MPI errors become exceptions with MPI's description", "[comm]") {
+  Communicator comm;
+  double x = 0;
+  // An invalid root is reported by MPI as an error code, which we turn into MpiError.
+  CHECK_THROWS_AS(comm.broadcast(&x, 1, comm.size() + 5), MpiError);
+}

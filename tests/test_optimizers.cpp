@@ -1,0 +1,173 @@
+#include "TestingCatch.hpp"
+
+#include <a2sgd/core/Error.hpp>
+#include <a2sgd/optim/LrSchedule.hpp>
+#include <a2sgd/optim/Optimizer.hpp>
+
+#include <cmath>
+
+using namespace a2sgd;
+using namespace a2sgd::testing;
+
+namespace {
+
+const std::vector<float> x0 = {1.0f, -2.0f, 0.5f, 3.0f, 0.0f};
+const std::vector<float> g = {0.5f, -1.0f, 2.0f, 0.0f, -0.25f};
+
+// Runs k steps with the constant gradient g (times `scale` inside the kernel).
+std::vector<float> run(const OptimizerConfig& cfg, double lr, int k, float scale = 1.0f) {
+  Optimizer opt(cfg, static_cast<Index>(x0.size()));
+  auto x = to_device(x0);
+  auto grad = to_device(g);
+  for (int s = 0; s < k; ++s) opt.apply(ExecutionSpace(), x, grad, lr, scale);
+  CHECK(opt.steps() == static_cast<std::uint64_t>(k));
+  return to_host(x);
+}
+
+void check_close(const std::vector<float>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("entry " << i);
+    CHECK_THAT(got[i], WithinAbs(want[i], 2e-5 * (1.0 + std::abs(want[i]))));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SGD: x_k = x_0 - k lr g, and apply's scale multiplies the gradient", "[optim]") {
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::sgd;
+  std::vector<double> want(x0.size());
+  for (std::size_t i = 0; i < x0.size(); ++i) want[i] = x0[i] - 3 * 0.1 * g[i];
+  check_close(run(cfg, 0.1, 3), want);
+  for (std::size_t i = 0; i < x0.size(); ++i) want[i] = x0[i] - 3 * 0.1 * 0.25 * g[i];
+  check_close(run(cfg, 0.1, 3, 0.25f), want);
+}
+
+TEST_CASE("decoupled weight decay shrinks x by (1 - lr wd) before the step", "[optim]") {
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::sgd;
+  cfg.weight_decay = 0.5;
+  const double lr = 0.1;
+  std::vector<double> want(x0.begin(), x0.end());
+  for (int s = 0; s < 2; ++s)
+    for (std::size_t i = 0; i < x0.size(); ++i) want[i] = want[i] * (1 - lr * 0.5) - lr * g[i];
+  check_close(run(cfg, lr, 2), want);
+}
+
+TEST_CASE("heavy-ball momentum with a constant gradient", "[optim]") {
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::momentum;
+  cfg.momentum = 0.9;
+  const double lr = 0.05, mu = 0.9;
+  const int k = 4;
+  // v_j = g (1 - mu^j) / (1 - mu);  x_k = x_0 - lr sum_j v_j
+  double sum_v = 0.0;
+  for (int j = 1; j <= k; ++j) sum_v += (1 - std::pow(mu, j)) / (1 - mu);
+  std::vector<double> want(x0.size());
+  for (std::size_t i = 0; i < x0.size(); ++i) want[i] = x0[i] - lr * sum_v * g[i];
+  check_close(run(cfg, lr, k), want);
+}
+
+TEST_CASE("Nesterov momentum steps along g + mu v", "[optim]") {
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::momentum;
+  cfg.momentum = 0.8;
+  cfg.nesterov = true;
+  const double lr = 0.05, mu = 0.8;
+  const int k = 3;
+  double sum_d = 0.0;
+  for (int j = 1; j <= k; ++j) sum_d += 1 + mu * (1 - std::pow(mu, j)) / (1 - mu);
+  std::vector<double> want(x0.size());
+  for (std::size_t i = 0; i < x0.size(); ++i) want[i] = x0[i] - lr * sum_d * g[i];
+  check_close(run(cfg, lr, k), want);
+}
+
+TEST_CASE("Adam is bias-corrected: with a constant gradient every step is lr g / (|g| + eps)", "[optim]") {
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::adam;
+  cfg.epsilon = 1e-8;
+  const double lr = 0.01;
+  const int k = 5;
+  std::vector<double> want(x0.size());
+  for (std::size_t i = 0; i < x0.size(); ++i) want[i] = x0[i] - k * lr * g[i] / (std::abs(g[i]) + 1e-8);
+  check_close(run(cfg, lr, k), want);
+
+  // Two different gradients: compare with the recurrence written out in double.
+  Optimizer opt(cfg, 1);
+  auto x = to_device({1.0f});
+  const double b1 = 0.9, b2 = 0.999;
+  double m = 0, v = 0, xr = 1.0;
+  for (int t = 1; t <= 2; ++t) {
+    const double gt = t == 1 ? 1.0 : -3.0;
+    opt.apply(ExecutionSpace(), x, to_device({static_cast<float>(gt)}), lr);
+    m = b1 * m + (1 - b1) * gt;
+    v = b2 * v + (1 - b2) * gt * gt;
+    xr -= lr * (m / (1 - std::pow(b1, t))) / (std::sqrt(v / (1 - std::pow(b2, t))) + 1e-8);
+  }
+  check_close(to_host(x), {xr});
+  REQUIRE(opt.state().size() == 2);
+  CHECK(opt.state()[0].name == "adam_m");
+  CHECK_THAT(to_host(opt.state()[0].view)[0], WithinAbs(m, 1e-6));
+  CHECK_THAT(to_host(opt.state()[1].view)[0], WithinAbs(v, 1e-6));
+}
+
+TEST_CASE("optimizer configuration errors name the value", "[optim]") {
+  CHECK(parse_optimizer_kind("adam") == OptimizerKind::adam);
+  CHECK_THROWS_WITH(parse_optimizer_kind("adamw"), A2SGD_CONTAINS("unknown optimizer \"adamw\""));
+  OptimizerConfig cfg;
+  cfg.momentum = 1.0;
+  CHECK_THROWS_WITH(Optimizer(cfg, 4), A2SGD_CONTAINS("momentum"));
+  cfg = OptimizerConfig{};
+  cfg.weight_decay = -1;
+  CHECK_THROWS_WITH(Optimizer(cfg, 4), A2SGD_CONTAINS("weight decay"));
+  Optimizer opt(OptimizerConfig{}, 4);
+  auto x = to_device({0, 0, 0, 0});
+  CHECK_THROWS_WITH(opt.apply(ExecutionSpace(), x, to_device({1, 2, 3}), 0.1), A2SGD_CONTAINS("gradient buffer has 3"));
+  CHECK_THROWS_WITH(opt.apply(ExecutionSpace(), x, to_device({1, 2, 3, 4}), std::nan("")), A2SGD_CONTAINS("learning rate"));
+}
+
+TEST_CASE("learning-rate schedules", "[optim][schedule]") {
+  LrScheduleConfig c;
+  c.base_lr = 0.4;
+  SECTION("constant with linear warm-up") {
+    c.warmup_steps = 4;
+    LrSchedule lr(c);
+    CHECK_THAT(lr(0), WithinRel(0.1, 1e-12));
+    CHECK_THAT(lr(3), WithinRel(0.4, 1e-12));
+    CHECK_THAT(lr(1000), WithinRel(0.4, 1e-12));
+  }
+  SECTION("step decay counts after the warm-up") {
+    c.kind = LrScheduleKind::step;
+    c.step_size = 10;
+    c.gamma = 0.5;
+    c.warmup_steps = 2;
+    LrSchedule lr(c);
+    CHECK_THAT(lr(2), WithinRel(0.4, 1e-12));
+    CHECK_THAT(lr(11), WithinRel(0.4, 1e-12));
+    CHECK_THAT(lr(12), WithinRel(0.2, 1e-12));
+    CHECK_THAT(lr(32), WithinRel(0.05, 1e-12));
+  }
+  SECTION("cosine from base to min over total steps") {
+    c.kind = LrScheduleKind::cosine;
+    c.total_steps = 100;
+    c.min_lr = 0.0;
+    LrSchedule lr(c);
+    CHECK_THAT(lr(0), WithinRel(0.4, 1e-12));
+    CHECK_THAT(lr(50), WithinRel(0.2, 1e-12));
+    CHECK_THAT(lr(100), WithinAbs(0.0, 1e-12));
+    CHECK_THAT(lr(500), WithinAbs(0.0, 1e-12));
+  }
+  SECTION("invalid configurations and hooks") {
+    c.base_lr = -1;
+    CHECK_THROWS_WITH(LrSchedule(c), A2SGD_CONTAINS("learning rate"));
+    c.base_lr = 0.1;
+    c.kind = LrScheduleKind::cosine;
+    c.total_steps = 0;
+    CHECK_THROWS_WITH(LrSchedule(c), A2SGD_CONTAINS("total steps"));
+    CHECK_THROWS_WITH(parse_lr_schedule_kind("linear"), A2SGD_CONTAINS("constant, step, cosine"));
+    LrSchedule hook([](std::uint64_t s) { return s < 5 ? 0.1 : -1.0; });
+    CHECK(hook(4) == 0.1);
+    CHECK_THROWS_WITH(hook(5), A2SGD_CONTAINS("step 5"));
+  }
+}

@@ -1,0 +1,122 @@
+#include "TestingCatch.hpp"
+
+#include <a2sgd/compress/TwoMeans.hpp>
+#include <a2sgd/core/Error.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+using namespace a2sgd;
+using namespace a2sgd::testing;
+
+namespace {
+
+// Plain host reference: a = g + e in float (as the kernel does), sums in double.
+TwoMeansResult reference(const std::vector<float>& g, const std::vector<float>& e) {
+  TwoMeansResult r;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const float a = e.empty() ? g[i] : g[i] + e[i];
+    if (!std::isfinite(a)) {
+      ++r.non_finite;
+    } else if (a > 0) {
+      r.sum_pos += a;
+      ++r.count_pos;
+    } else if (a < 0) {
+      r.sum_neg += a;
+      ++r.count_neg;
+    }
+  }
+  return r;
+}
+
+std::vector<float> random_values(std::size_t n, unsigned seed, float zero_fraction = 0.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.1f, 2.0f);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = unit(rng) < zero_fraction ? 0.0f : normal(rng);
+  return v;
+}
+
+void check_matches(const TwoMeansResult& got, const TwoMeansResult& want) {
+  CHECK(got.count_pos == want.count_pos);
+  CHECK(got.count_neg == want.count_neg);
+  CHECK(got.non_finite == want.non_finite);
+  // Summation order differs (lanes, blocks, threads): relative tolerance on the sums.
+  CHECK_THAT(got.sum_pos, WithinAbs(want.sum_pos, 1e-9 * (1.0 + std::abs(want.sum_pos))));
+  CHECK_THAT(got.sum_neg, WithinAbs(want.sum_neg, 1e-9 * (1.0 + std::abs(want.sum_neg))));
+  CHECK_THAT(got.mean_pos(), WithinAbs(want.mean_pos(), 1e-9 * (1.0 + std::abs(want.mean_pos()))));
+  CHECK_THAT(got.mean_neg(), WithinAbs(want.mean_neg(), 1e-9 * (1.0 + std::abs(want.mean_neg()))));
+}
+
+}  // namespace
+
+TEST_CASE("two_means matches a host reference on random data of awkward sizes", "[two_means]") {
+  // Sizes around the kernel's lane (8) and block (4096) granularity, and primes.
+  for (std::size_t n : {1u, 2u, 7u, 8u, 9u, 63u, 4095u, 4096u, 4097u, 12289u, 100003u, 1000003u}) {
+    INFO("n = " << n);
+    const auto g = random_values(n, 1 + static_cast<unsigned>(n), 0.05f);
+    const auto e = random_values(n, 7 + static_cast<unsigned>(n), 0.05f);
+    check_matches(two_means(ExecutionSpace(), to_device(g), to_device(e)), reference(g, e));
+    // Error feedback off: a = g.
+    check_matches(two_means(ExecutionSpace(), to_device(g), ConstFloatView()), reference(g, {}));
+  }
+}
+
+TEST_CASE("two_means edge cases", "[two_means]") {
+  const ExecutionSpace exec;
+  SECTION("all positive: the negative mean is 0 with count 0") {
+    const std::vector<float> g(1001, 0.5f), e(1001, 0.25f);
+    const auto r = two_means(exec, to_device(g), to_device(e));
+    CHECK(r.count_pos == 1001);
+    CHECK(r.count_neg == 0);
+    CHECK(r.mean_pos() == 0.75);
+    CHECK(r.mean_neg() == 0.0);
+  }
+  SECTION("all negative") {
+    const std::vector<float> g(333, -2.0f);
+    const auto r = two_means(exec, to_device(g), ConstFloatView());
+    CHECK(r.count_neg == 333);
+    CHECK(r.count_pos == 0);
+    CHECK(r.mean_neg() == -2.0);
+    CHECK(r.mean_pos() == 0.0);
+  }
+  SECTION("all zero, and g + e cancelling to zero, belong to neither set") {
+    const std::vector<float> g(4097, 1.5f), e(4097, -1.5f);
+    const auto r = two_means(exec, to_device(g), to_device(e));
+    CHECK(r.count_pos == 0);
+    CHECK(r.count_neg == 0);
+    CHECK(r.mean_pos() == 0.0);
+    CHECK(r.mean_neg() == 0.0);
+    CHECK(r.non_finite == 0);
+  }
+  SECTION("n = 1") {
+    const auto r = two_means(exec, to_device({-3.0f}), to_device({1.0f}));
+    CHECK(r.count_neg == 1);
+    CHECK(r.mean_neg() == -2.0);
+  }
+  SECTION("n = 0") {
+    const auto r = two_means(exec, FloatView("g", 0), FloatView("e", 0));
+    CHECK(r.count_pos + r.count_neg + r.non_finite == 0);
+    CHECK(r.mean_pos() == 0.0);
+    CHECK(r.mean_neg() == 0.0);
+  }
+  SECTION("NaN and Inf are counted, not averaged") {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const float inf = std::numeric_limits<float>::infinity();
+    std::vector<float> g = random_values(9000, 3);
+    g[17] = nan;
+    g[4096] = inf;
+    g[8999] = -inf;
+    auto want = reference(g, {});
+    REQUIRE(want.non_finite == 3);
+    const auto r = two_means(exec, to_device(g), ConstFloatView());
+    check_matches(r, want);
+    CHECK(std::isfinite(r.sum_pos));
+    CHECK(std::isfinite(r.sum_neg));
+  }
+  SECTION("mismatched lengths are an error") {
+    CHECK_THROWS_AS(two_means(exec, FloatView("g", 10), FloatView("e", 9)), InvalidArgument);
+  }
+}
