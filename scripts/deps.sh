@@ -1,0 +1,38 @@
+# Sourced by the scripts: installs (or lists) the Debian packages a2sgd needs, and sets up
+# Open MPI for running as root.
+# shellcheck shell=bash
+
+A2SGD_DEBIAN_PACKAGES=(
+  cmake g++ make pkg-config
+  libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
+  libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
+  libboost-program-options-dev catch2
+  libopenblas0-serial  # Kokkos Kernels calls libblas.so.3: without OpenBLAS it is the slow reference BLAS
+)
+
+a2sgd_install_deps() {
+  if command -v dpkg-query >/dev/null 2>&1; then
+    local missing=() pkg
+    for pkg in "${A2SGD_DEBIAN_PACKAGES[@]}"; do
+      dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null | grep -q "install ok installed" || missing+=("${pkg}")
+    done
+    if ((${#missing[@]})); then
+      if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "a2sgd: installing ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+      else
+        echo "a2sgd: missing Debian packages; install them with:" >&2
+        echo "  sudo apt-get install ${missing[*]}" >&2
+        return 1
+      fi
+    fi
+  else
+    echo "a2sgd: not a Debian system; CMake must find Kokkos, Kokkos Kernels, MPI, parallel HDF5," \
+      "Boost.Program_options and Catch2 (set CMAKE_PREFIX_PATH, or use the Spack environment)"
+  fi
+  if [[ ${EUID} -eq 0 ]]; then
+    # Open MPI refuses to run as root unless told twice.
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  fi
+}
