@@ -20,7 +20,7 @@ a2sgd_install_deps() {
       if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
         echo "a2sgd: installing ${missing[*]}"
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
       else
         echo "a2sgd: missing Debian packages; install them with:" >&2
         echo "  sudo apt-get install ${missing[*]}" >&2
