@@ -1,5 +1,8 @@
 #include <a2sgd/compress/TwoMeans.hpp>
 #include <a2sgd/core/Error.hpp>
+#include <a2sgd/core/Math.hpp>
+
+#include <cmath>
 
 #include <string>
 
@@ -8,11 +11,15 @@ namespace {
 
 using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 
-// Host backends: one work item is a contiguous block, read through `lanes` independent
-// accumulator sets. A single accumulator chain would bound the pass by the latency of a
-// double add (a few cycles per element) instead of memory bandwidth; independent lanes let
-// the compiler interleave them (and vectorise where the target allows).
-constexpr int lanes = 8;
+// Non-finite entries need no test in the hot loop: a NaN or +-Inf entry lands in one of the
+// double sums and makes it non-finite (finite float32 values cannot overflow a double sum), and
+// only then a second pass counts them.
+//
+// Host backends: one work item is a contiguous block read through `lanes` independent
+// accumulator sets. A single accumulator chain would bound the pass by the latency of a double
+// add instead of memory bandwidth; four lanes let the compiler interleave (and vectorise) them
+// without spilling registers on baseline x86-64.
+constexpr int lanes = 4;
 constexpr Index block = 4096;
 
 template <bool ErrorFeedback>
@@ -24,43 +31,37 @@ struct TwoMeansBlocked {
   KOKKOS_INLINE_FUNCTION float value(Index i) const { return ErrorFeedback ? g(i) + e(i) : g(i); }
 
   KOKKOS_INLINE_FUNCTION void operator()(Index b, double& sum_pos, double& sum_neg, std::int64_t& count_pos,
-                                         std::int64_t& count_neg, std::int64_t& non_finite) const {
+                                         std::int64_t& count_neg) const {
     const Index begin = b * block;
     const Index end = begin + block < n ? begin + block : n;
     double sp[lanes] = {};
     double sn[lanes] = {};
     int cp[lanes] = {};
     int cn[lanes] = {};
-    int bad[lanes] = {};
     Index i = begin;
     for (; i + lanes <= end; i += lanes) {
       for (int k = 0; k < lanes; ++k) {
         const float a = value(i + k);
-        const bool finite = a - a == 0.0f;
-        const bool pos = finite && a > 0.0f;
-        const bool neg = finite && a < 0.0f;
-        sp[k] += pos ? static_cast<double>(a) : 0.0;
-        sn[k] += neg ? static_cast<double>(a) : 0.0;
-        cp[k] += pos;
+        const bool neg = a < 0.0f;
+        sp[k] += static_cast<double>(neg ? 0.0f : a);  // NaN goes here and poisons the sum
+        sn[k] += static_cast<double>(neg ? a : 0.0f);
+        cp[k] += a > 0.0f;
         cn[k] += neg;
-        bad[k] += !finite;
       }
     }
     for (; i < end; ++i) {
       const float a = value(i);
-      const bool finite = a - a == 0.0f;
-      sp[0] += finite && a > 0.0f ? static_cast<double>(a) : 0.0;
-      sn[0] += finite && a < 0.0f ? static_cast<double>(a) : 0.0;
-      cp[0] += finite && a > 0.0f;
-      cn[0] += finite && a < 0.0f;
-      bad[0] += !finite;
+      const bool neg = a < 0.0f;
+      sp[0] += static_cast<double>(neg ? 0.0f : a);
+      sn[0] += static_cast<double>(neg ? a : 0.0f);
+      cp[0] += a > 0.0f;
+      cn[0] += neg;
     }
     for (int k = 0; k < lanes; ++k) {
       sum_pos += sp[k];
       sum_neg += sn[k];
       count_pos += cp[k];
       count_neg += cn[k];
-      non_finite += bad[k];
     }
   }
 };
@@ -72,17 +73,23 @@ struct TwoMeansElementwise {
   ConstFloatView e;
 
   KOKKOS_INLINE_FUNCTION void operator()(Index i, double& sum_pos, double& sum_neg, std::int64_t& count_pos,
-                                         std::int64_t& count_neg, std::int64_t& non_finite) const {
+                                         std::int64_t& count_neg) const {
     const float a = ErrorFeedback ? g(i) + e(i) : g(i);
-    if (!(a - a == 0.0f)) {
-      ++non_finite;
-    } else if (a > 0.0f) {
-      sum_pos += a;
-      ++count_pos;
-    } else if (a < 0.0f) {
-      sum_neg += a;
-      ++count_neg;
-    }
+    const bool neg = a < 0.0f;
+    sum_pos += static_cast<double>(neg ? 0.0f : a);
+    sum_neg += static_cast<double>(neg ? a : 0.0f);
+    count_pos += a > 0.0f;
+    count_neg += neg;
+  }
+};
+
+// Error path only: how many entries of a are NaN or +-Inf.
+template <bool ErrorFeedback>
+struct CountNonFinite {
+  ConstFloatView g;
+  ConstFloatView e;
+  KOKKOS_INLINE_FUNCTION void operator()(Index i, std::int64_t& count) const {
+    count += detail::non_finite(ErrorFeedback ? g(i) + e(i) : g(i));
   }
 };
 
@@ -94,11 +101,14 @@ TwoMeansResult run(const ExecutionSpace& exec, const ConstFloatView& g, const Co
   constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
   if constexpr (host_backend) {
     Kokkos::parallel_reduce("a2sgd::compress::two_means", Policy(exec, 0, (n + block - 1) / block),
-                            TwoMeansBlocked<ErrorFeedback>{g, e, n}, r.sum_pos, r.sum_neg, r.count_pos, r.count_neg,
-                            r.non_finite);
+                            TwoMeansBlocked<ErrorFeedback>{g, e, n}, r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
   } else {
     Kokkos::parallel_reduce("a2sgd::compress::two_means", Policy(exec, 0, n), TwoMeansElementwise<ErrorFeedback>{g, e},
-                            r.sum_pos, r.sum_neg, r.count_pos, r.count_neg, r.non_finite);
+                            r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
+  }
+  if (!std::isfinite(r.sum_pos) || !std::isfinite(r.sum_neg)) {
+    Kokkos::parallel_reduce("a2sgd::compress::count_non_finite", Policy(exec, 0, n),
+                            CountNonFinite<ErrorFeedback>{g, e}, r.non_finite);
   }
   return r;
 }

@@ -10,7 +10,8 @@
 namespace a2sgd {
 
 /// Sums (double) and counts of the positive and negative entries of a; zeros belong to neither.
-/// NaN and +-Inf entries are counted in `non_finite` and excluded from both sets.
+/// `non_finite` counts NaN and +-Inf entries; when it is non-zero the sums, counts and means
+/// are meaningless and the caller must treat the input as an error.
 struct TwoMeansResult {
   double sum_pos = 0.0;
   double sum_neg = 0.0;
