@@ -7,8 +7,8 @@
 #include <catch2/catch.hpp>
 #endif
 
-#include <Kokkos_Core.hpp>
 #include <mpi.h>
+#include <Kokkos_Core.hpp>
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

@@ -22,11 +22,11 @@ std::vector<float> random_gradient(std::size_t n, unsigned seed) {
 
 // Host reference of one A2SGD step on this rank, written from docs/algorithm.md.
 struct ReferenceStep {
-  std::vector<float> a;       // g + e
+  std::vector<float> a;           // g + e
   double mu_pos = 0, mu_neg = 0;  // local averages
   double m_pos = 0, m_neg = 0;    // global averages
-  std::vector<double> u;      // update direction
-  std::vector<double> e;      // new residual
+  std::vector<double> u;          // update direction
+  std::vector<double> e;          // new residual
 };
 
 ReferenceStep reference_step(const std::vector<float>& g, const std::vector<float>& e, const A2sgdOptions& o) {
@@ -159,7 +159,9 @@ TEST_CASE("one A2SGD step: the update takes only the values M_pos, M_neg and 0",
 
 TEST_CASE("A2SGD matches the reference over several steps (residual carried)", "[a2sgd]") {
   A2sgdOptions o;
-  SECTION("defaults: mean, local residual") { check_against_reference(o, 4099, 4); }
+  SECTION("defaults: mean, local residual") {
+    check_against_reference(o, 4099, 4);
+  }
   SECTION("count-weighted global averages") {
     o.averaging = GlobalAveraging::weighted;
     check_against_reference(o, 4099, 3);

@@ -124,7 +124,8 @@ TEST_CASE("optimizer configuration errors name the value", "[optim]") {
   Optimizer opt(OptimizerConfig{}, 4);
   auto x = to_device({0, 0, 0, 0});
   CHECK_THROWS_WITH(opt.apply(ExecutionSpace(), x, to_device({1, 2, 3}), 0.1), A2SGD_CONTAINS("gradient buffer has 3"));
-  CHECK_THROWS_WITH(opt.apply(ExecutionSpace(), x, to_device({1, 2, 3, 4}), std::nan("")), A2SGD_CONTAINS("learning rate"));
+  CHECK_THROWS_WITH(opt.apply(ExecutionSpace(), x, to_device({1, 2, 3, 4}), std::nan("")),
+                    A2SGD_CONTAINS("learning rate"));
 }
 
 TEST_CASE("learning-rate schedules", "[optim][schedule]") {

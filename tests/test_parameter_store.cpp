@@ -20,9 +20,10 @@ TEST_CASE("tensors are contiguous named slices of one flat buffer", "[store]") {
   // Writing through a slice and a matrix view lands in the flat buffers at the right offsets.
   Kokkos::deep_copy(store.param("fc1.bias"), 7.0f);
   auto w2 = store.param_matrix(store.index_of("fc2.weight"));
-  Kokkos::parallel_for("fill", Kokkos::RangePolicy<ExecutionSpace>(0, 2), KOKKOS_LAMBDA(int r) {
-    for (int c = 0; c < 3; ++c) w2(r, c) = static_cast<float>(10 * r + c);
-  });
+  Kokkos::parallel_for(
+      "fill", Kokkos::RangePolicy<ExecutionSpace>(0, 2), KOKKOS_LAMBDA(int r) {
+        for (int c = 0; c < 3; ++c) w2(r, c) = static_cast<float>(10 * r + c);
+      });
   Kokkos::deep_copy(store.grad("fc1.weight"), 1.0f);
   const auto x = to_host(store.params());
   const auto g = to_host(store.grads());

@@ -32,8 +32,8 @@ struct Options {
 Options parse(int argc, char** argv, bool& help) {
   Options o;
   po::options_description desc("a2sgd-example-least-squares options");
-  desc.add_options()("help,h", "show this help")(
-      "method", po::value(&o.method)->default_value(o.method), "exchange method: dense | a2sgd")(
+  desc.add_options()("help,h", "show this help")("method", po::value(&o.method)->default_value(o.method),
+                                                 "exchange method: dense | a2sgd")(
       "optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "sgd | momentum | adam")(
       "steps", po::value(&o.steps)->default_value(o.steps), "training steps")(
       "dim", po::value(&o.dim)->default_value(o.dim), "number of features")(
@@ -119,12 +119,13 @@ int run(int argc, char** argv, const Communicator& comm) {
     Kokkos::deep_copy(r, y);
     KokkosBlas::gemv("N", 1.0f, A, w, -1.0f, r);
     const FloatView rr = r, bb = b, gbb = gb;
-    Kokkos::parallel_for("example::add_bias", Kokkos::RangePolicy<ExecutionSpace>(0, o.rows),
-                         KOKKOS_LAMBDA(int i) { rr(i) += bb(0); });
+    Kokkos::parallel_for(
+        "example::add_bias", Kokkos::RangePolicy<ExecutionSpace>(0, o.rows), KOKKOS_LAMBDA(int i) { rr(i) += bb(0); });
     KokkosBlas::gemv("T", inv_rows, A, r, 0.0f, gw);
     float sum_r = 0.0f;
-    Kokkos::parallel_reduce("example::sum_residual", Kokkos::RangePolicy<ExecutionSpace>(0, o.rows),
-                            KOKKOS_LAMBDA(int i, float& s) { s += rr(i); }, sum_r);
+    Kokkos::parallel_reduce(
+        "example::sum_residual", Kokkos::RangePolicy<ExecutionSpace>(0, o.rows),
+        KOKKOS_LAMBDA(int i, float& s) { s += rr(i); }, sum_r);
     Kokkos::deep_copy(gbb, sum_r * inv_rows);
     return 0.5 * static_cast<double>(KokkosBlas::dot(r, r)) * static_cast<double>(inv_rows);
   };

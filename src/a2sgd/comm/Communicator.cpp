@@ -27,7 +27,9 @@ Communicator::Communicator(MPI_Comm parent) {
   A2SGD_MPI_CHECK(MPI_Comm_size(m_comm, &m_size));
 }
 
-Communicator::~Communicator() { release(); }
+Communicator::~Communicator() {
+  release();
+}
 
 Communicator::Communicator(Communicator&& other) noexcept
     : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)), m_rank(other.m_rank), m_size(other.m_size) {}
@@ -50,8 +52,8 @@ void Communicator::release() noexcept {
   m_comm = MPI_COMM_NULL;
 }
 
-void Communicator::allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size,
-                                   MPI_Datatype type, MPI_Op op, StepStats* stats) const {
+void Communicator::allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type, MPI_Op op,
+                                   StepStats* stats) const {
   Stopwatch clock;
   std::size_t chunks = 0;
   auto* bytes = static_cast<char*>(inout);
@@ -67,8 +69,8 @@ void Communicator::allreduce_bytes(void* inout, std::size_t count, std::size_t e
   }
 }
 
-void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t elem_size,
-                                   MPI_Datatype type, int root, StepStats* stats) const {
+void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
+                                   StepStats* stats) const {
   Stopwatch clock;
   std::size_t chunks = 0;
   auto* bytes = static_cast<char*>(data);
@@ -85,7 +87,9 @@ void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t el
   }
 }
 
-void Communicator::barrier() const { A2SGD_MPI_CHECK(MPI_Barrier(m_comm)); }
+void Communicator::barrier() const {
+  A2SGD_MPI_CHECK(MPI_Barrier(m_comm));
+}
 
 void Communicator::raise_if_any(bool failed, const std::string& message) const {
   int origin = failed ? m_rank : m_size;
@@ -105,8 +109,8 @@ void Communicator::require_same(std::uint64_t value, const std::string& what) co
   const std::uint64_t lo = range[0];
   const std::uint64_t hi = ~range[1];
   if (lo != hi) {
-    throw CollectiveError("ranks disagree on " + what + ": values range from " + std::to_string(lo) +
-                              " to " + std::to_string(hi) + " (this rank has " + std::to_string(value) + ")",
+    throw CollectiveError("ranks disagree on " + what + ": values range from " + std::to_string(lo) + " to " +
+                              std::to_string(hi) + " (this rank has " + std::to_string(value) + ")",
                           -1);
   }
 }

@@ -23,14 +23,22 @@ void check_mpi(int rc, const char* call);
 namespace detail {
 template <class T>
 MPI_Datatype mpi_datatype() {
-  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else if constexpr (std::is_same_v<T, int>) return MPI_INT;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return MPI_INT64_T;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return MPI_UINT64_T;
-  else if constexpr (std::is_same_v<T, char>) return MPI_CHAR;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return MPI_UINT8_T;
-  else static_assert(sizeof(T) == 0, "a2sgd: no MPI datatype for this type");
+  if constexpr (std::is_same_v<T, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, int>)
+    return MPI_INT;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return MPI_INT64_T;
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return MPI_UINT64_T;
+  else if constexpr (std::is_same_v<T, char>)
+    return MPI_CHAR;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return MPI_UINT8_T;
+  else
+    static_assert(sizeof(T) == 0, "a2sgd: no MPI datatype for this type");
 }
 }  // namespace detail
 
@@ -95,10 +103,10 @@ class Communicator {
   void require_same(std::uint64_t value, const std::string& what) const;
 
  private:
-  void allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type,
-                       MPI_Op op, StepStats* stats) const;
-  void broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type,
-                       int root, StepStats* stats) const;
+  void allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type, MPI_Op op,
+                       StepStats* stats) const;
+  void broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
+                       StepStats* stats) const;
   void release() noexcept;
 
   MPI_Comm m_comm = MPI_COMM_NULL;

@@ -47,8 +47,12 @@ ResidualReference parse_residual_reference(std::string_view name) {
   throw InvalidArgument("unknown A2SGD residual reference \"" + std::string(name) + "\" (valid: local, global)");
 }
 
-std::string to_string(GlobalAveraging v) { return v == GlobalAveraging::mean ? "mean" : "weighted"; }
-std::string to_string(ResidualReference v) { return v == ResidualReference::local ? "local" : "global"; }
+std::string to_string(GlobalAveraging v) {
+  return v == GlobalAveraging::mean ? "mean" : "weighted";
+}
+std::string to_string(ResidualReference v) {
+  return v == ResidualReference::local ? "local" : "global";
+}
 
 A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptions& options,
                              const CommonExchangeOptions& common, const ExecutionSpace& exec)
@@ -86,6 +90,8 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
       payload[2] = static_cast<double>(local.count_pos);
       payload[3] = static_cast<double>(local.count_neg);
     }
+    // A non-finite entry already makes this rank's sums non-finite; poisoning both values states
+    // the contract explicitly: every rank sees NaN from the same all-reduce and stops together.
     if (local.non_finite > 0) payload[0] = payload[1] = std::numeric_limits<double>::quiet_NaN();
     comm().allreduce(payload, static_cast<std::size_t>(payload_scalars()), MPI_SUM, &stats);
 

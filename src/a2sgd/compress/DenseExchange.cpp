@@ -6,7 +6,9 @@ DenseExchange::DenseExchange(const Communicator& comm, Index n, const CommonExch
                              const ExecutionSpace& exec)
     : Exchange(comm, n, exec, common, "dense") {}
 
-std::vector<std::pair<std::string, std::string>> DenseExchange::options() const { return {}; }
+std::vector<std::pair<std::string, std::string>> DenseExchange::options() const {
+  return {};
+}
 
 void DenseExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                             StepStats& stats) {

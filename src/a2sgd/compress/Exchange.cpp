@@ -20,9 +20,10 @@ void check_extent(const FloatView& v, Index n, const char* what) {
 
 // A free function: nvcc rejects extended lambdas inside protected member functions.
 void scale_in_place(const ExecutionSpace& exec, const FloatView& d, float factor) {
-  Kokkos::parallel_for("a2sgd::compress::scale",
-                       Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(d.extent(0))),
-                       KOKKOS_LAMBDA(Index i) { d(i) *= factor; });
+  Kokkos::parallel_for(
+      "a2sgd::compress::scale",
+      Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(d.extent(0))),
+      KOKKOS_LAMBDA(Index i) { d(i) *= factor; });
 }
 
 }  // namespace
@@ -72,7 +73,8 @@ void Exchange::allreduce_sum(const FloatView& data, StepStats& stats) {
   const double comm_before = stats.comm_s;
   Stopwatch clock;
   if (m_host_staging.extent(0) < count)
-    m_host_staging = Kokkos::View<float*, Kokkos::HostSpace>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::mpi_staging"), count);
+    m_host_staging = Kokkos::View<float*, Kokkos::HostSpace>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::mpi_staging"), count);
   auto host = Kokkos::subview(m_host_staging, std::make_pair(std::size_t(0), count));
   Kokkos::deep_copy(m_exec, host, data);
   m_exec.fence();
@@ -90,6 +92,8 @@ void Exchange::apply_dense(const FloatView& params, const ConstFloatView& grad, 
   stats.optimizer_s += clock.seconds();
 }
 
-void Exchange::scale(const FloatView& data, float factor) const { scale_in_place(m_exec, data, factor); }
+void Exchange::scale(const FloatView& data, float factor) const {
+  scale_in_place(m_exec, data, factor);
+}
 
 }  // namespace a2sgd

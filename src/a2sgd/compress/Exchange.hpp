@@ -65,8 +65,7 @@ class Exchange {
            const std::string& signature);
 
   /// The method's step; add costs to `stats` (zeroed by the caller).
-  virtual void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
-                       StepStats& stats) = 0;
+  virtual void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) = 0;
 
   /// In-place sum over ranks of a float buffer, staged through the host when MPI cannot read it.
   void allreduce_sum(const FloatView& data, StepStats& stats);

@@ -7,8 +7,8 @@
 namespace a2sgd {
 namespace {
 
-using Builder = std::function<std::unique_ptr<Exchange>(const ExchangeConfig&, const Communicator&, Index,
-                                                        const ExecutionSpace&)>;
+using Builder =
+    std::function<std::unique_ptr<Exchange>(const ExchangeConfig&, const Communicator&, Index, const ExecutionSpace&)>;
 
 const std::vector<std::pair<std::string, Builder>>& registry() {
   static const std::vector<std::pair<std::string, Builder>> methods = {

@@ -9,7 +9,9 @@
 
 namespace a2sgd {
 
-std::string version() { return A2SGD_VERSION_STRING; }
+std::string version() {
+  return A2SGD_VERSION_STRING;
+}
 
 std::string build_info() {
   std::ostringstream out;

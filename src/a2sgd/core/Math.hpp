@@ -15,6 +15,8 @@ KOKKOS_INLINE_FUNCTION float sqrt(float x) {
 }
 
 /// True for NaN and +-Inf, without isnan/isinf (x - x is 0 exactly for every finite x).
-KOKKOS_INLINE_FUNCTION bool non_finite(float x) { return !(x - x == 0.0f); }
+KOKKOS_INLINE_FUNCTION bool non_finite(float x) {
+  return !(x - x == 0.0f);
+}
 
 }  // namespace a2sgd::detail

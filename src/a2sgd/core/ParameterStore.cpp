@@ -52,7 +52,9 @@ std::size_t ParameterStore::index_of(std::string_view name) const {
   throw InvalidArgument("ParameterStore: no tensor named \"" + std::string(name) + "\"");
 }
 
-const TensorInfo& ParameterStore::info(std::string_view name) const { return m_tensors[index_of(name)]; }
+const TensorInfo& ParameterStore::info(std::string_view name) const {
+  return m_tensors[index_of(name)];
+}
 
 const FloatView& ParameterStore::params() const {
   require_allocated("params");
@@ -66,11 +68,16 @@ const FloatView& ParameterStore::grads() const {
 
 FloatView ParameterStore::slice(const FloatView& flat, std::size_t index) const {
   const TensorInfo& t = info(index);
-  return FloatView(flat, std::make_pair(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.offset + t.size)));
+  return FloatView(flat,
+                   std::make_pair(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.offset + t.size)));
 }
 
-FloatView ParameterStore::param(std::size_t index) const { return slice(params(), index); }
-FloatView ParameterStore::grad(std::size_t index) const { return slice(grads(), index); }
+FloatView ParameterStore::param(std::size_t index) const {
+  return slice(params(), index);
+}
+FloatView ParameterStore::grad(std::size_t index) const {
+  return slice(grads(), index);
+}
 
 MatrixView ParameterStore::matrix(const FloatView& flat, std::size_t index) const {
   const TensorInfo& t = info(index);
@@ -80,8 +87,12 @@ MatrixView ParameterStore::matrix(const FloatView& flat, std::size_t index) cons
   return MatrixView(flat.data() + t.offset, static_cast<std::size_t>(t.shape[0]), static_cast<std::size_t>(t.shape[1]));
 }
 
-MatrixView ParameterStore::param_matrix(std::size_t index) const { return matrix(params(), index); }
-MatrixView ParameterStore::grad_matrix(std::size_t index) const { return matrix(grads(), index); }
+MatrixView ParameterStore::param_matrix(std::size_t index) const {
+  return matrix(params(), index);
+}
+MatrixView ParameterStore::grad_matrix(std::size_t index) const {
+  return matrix(grads(), index);
+}
 
 void ParameterStore::zero_grads(const ExecutionSpace& exec) const {
   Kokkos::deep_copy(exec, grads(), 0.0f);

@@ -29,7 +29,6 @@ struct NamedView {
 };
 
 /// True when the host can dereference a2sgd's device views (no staging copy needed for MPI).
-inline constexpr bool host_accessible_memory =
-    Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
+inline constexpr bool host_accessible_memory = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
 
 }  // namespace a2sgd

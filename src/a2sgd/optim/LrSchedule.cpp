@@ -14,9 +14,12 @@ LrScheduleKind parse_lr_schedule_kind(std::string_view name) {
 
 std::string to_string(LrScheduleKind kind) {
   switch (kind) {
-    case LrScheduleKind::constant: return "constant";
-    case LrScheduleKind::step: return "step";
-    case LrScheduleKind::cosine: return "cosine";
+    case LrScheduleKind::constant:
+      return "constant";
+    case LrScheduleKind::step:
+      return "step";
+    case LrScheduleKind::cosine:
+      return "cosine";
   }
   return "?";
 }
@@ -26,7 +29,8 @@ void LrScheduleConfig::validate() const {
     throw InvalidArgument("learning rate " + std::to_string(base_lr) + " must be positive and finite");
   if (kind == LrScheduleKind::step) {
     if (step_size == 0) throw InvalidArgument("step schedule: step size must be >= 1");
-    if (!(gamma > 0.0 && gamma <= 1.0)) throw InvalidArgument("step schedule: gamma " + std::to_string(gamma) + " is not in (0, 1]");
+    if (!(gamma > 0.0 && gamma <= 1.0))
+      throw InvalidArgument("step schedule: gamma " + std::to_string(gamma) + " is not in (0, 1]");
   }
   if (kind == LrScheduleKind::cosine) {
     if (total_steps <= warmup_steps)
@@ -43,8 +47,10 @@ LrSchedule::LrSchedule(const LrScheduleConfig& config) {
     if (step < c.warmup_steps) return c.base_lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
     const std::uint64_t s = step - c.warmup_steps;
     switch (c.kind) {
-      case LrScheduleKind::constant: return c.base_lr;
-      case LrScheduleKind::step: return c.base_lr * std::pow(c.gamma, static_cast<double>(s / c.step_size));
+      case LrScheduleKind::constant:
+        return c.base_lr;
+      case LrScheduleKind::step:
+        return c.base_lr * std::pow(c.gamma, static_cast<double>(s / c.step_size));
       case LrScheduleKind::cosine: {
         const double span = static_cast<double>(c.total_steps - c.warmup_steps);
         const double t = std::min(1.0, static_cast<double>(s) / span);

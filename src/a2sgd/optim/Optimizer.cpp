@@ -12,16 +12,20 @@ OptimizerKind parse_optimizer_kind(std::string_view name) {
 
 std::string to_string(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::momentum: return "momentum";
-    case OptimizerKind::adam: return "adam";
+    case OptimizerKind::sgd:
+      return "sgd";
+    case OptimizerKind::momentum:
+      return "momentum";
+    case OptimizerKind::adam:
+      return "adam";
   }
   return "?";
 }
 
 void OptimizerConfig::validate() const {
   auto in = [](double v, double lo, double hi) { return std::isfinite(v) && v >= lo && v < hi; };
-  if (!in(momentum, 0.0, 1.0)) throw InvalidArgument("optimizer: momentum " + std::to_string(momentum) + " is not in [0, 1)");
+  if (!in(momentum, 0.0, 1.0))
+    throw InvalidArgument("optimizer: momentum " + std::to_string(momentum) + " is not in [0, 1)");
   if (!in(beta1, 0.0, 1.0)) throw InvalidArgument("optimizer: beta1 " + std::to_string(beta1) + " is not in [0, 1)");
   if (!in(beta2, 0.0, 1.0)) throw InvalidArgument("optimizer: beta2 " + std::to_string(beta2) + " is not in [0, 1)");
   if (!(std::isfinite(epsilon) && epsilon > 0.0))
@@ -43,9 +47,12 @@ Optimizer::Optimizer(const OptimizerConfig& config, Index n) : m_config(config),
 
 std::vector<NamedView> Optimizer::state() const {
   switch (m_config.kind) {
-    case OptimizerKind::sgd: return {};
-    case OptimizerKind::momentum: return {{"momentum", m_first}};
-    case OptimizerKind::adam: return {{"adam_m", m_first}, {"adam_v", m_second}};
+    case OptimizerKind::sgd:
+      return {};
+    case OptimizerKind::momentum:
+      return {{"momentum", m_first}};
+    case OptimizerKind::adam:
+      return {{"adam_m", m_first}, {"adam_v", m_second}};
   }
   return {};
 }
@@ -65,7 +72,8 @@ void Optimizer::apply(const ExecutionSpace& exec, const FloatView& params, const
                           " values, the optimizer was built for " + std::to_string(m_size));
   visit_step(params, lr, [&](const auto& rule) {
     using Rule = std::decay_t<decltype(rule)>;
-    Kokkos::parallel_for("a2sgd::optim::apply", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, m_size),
+    Kokkos::parallel_for("a2sgd::optim::apply",
+                         Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, m_size),
                          optim::impl::ApplyScaled<Rule>{grad, scale, rule});
   });
 }

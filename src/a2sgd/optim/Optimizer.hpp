@@ -85,15 +85,15 @@ void Optimizer::visit_step(const FloatView& params, double lr, Fn&& fn) {
     case OptimizerKind::momentum:
       ++m_steps;
       fn(optim::impl::MomentumRule{params, m_first, flr, decay, static_cast<float>(m_config.momentum),
-                                    m_config.nesterov});
+                                   m_config.nesterov});
       break;
     case OptimizerKind::adam: {
       const auto t = static_cast<double>(++m_steps);
       const double c1 = 1.0 / (1.0 - std::pow(m_config.beta1, t));
       const double c2 = 1.0 / std::sqrt(1.0 - std::pow(m_config.beta2, t));
       fn(optim::impl::AdamRule{params, m_first, m_second, flr, decay, static_cast<float>(m_config.beta1),
-                                static_cast<float>(m_config.beta2), static_cast<float>(c1),
-                                static_cast<float>(c2), static_cast<float>(m_config.epsilon)});
+                               static_cast<float>(m_config.beta2), static_cast<float>(c1), static_cast<float>(c2),
+                               static_cast<float>(m_config.epsilon)});
       break;
     }
   }
