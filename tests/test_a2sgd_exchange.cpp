@@ -321,6 +321,9 @@ TEST_CASE("exchange methods are selected by name", "[a2sgd][factory]") {
   CHECK(ex->state()[0].view.extent(0) == 10);
   cfg.method = "topk-typo";
   CHECK_THROWS_WITH(make_exchange(cfg, comm, 10), A2SGD_CONTAINS("valid: dense, a2sgd"));
+  // Known on some ranks only: every rank fails, none waits in the constructor's collectives.
+  cfg.method = comm.rank() == 0 ? "a2sgd" : "a2sgd-typo";
+  if (comm.size() > 1) CHECK_THROWS_AS(make_exchange(cfg, comm, 10), CollectiveError);
   CHECK_THROWS_WITH(parse_global_averaging("median"), A2SGD_CONTAINS("mean, weighted"));
   CHECK_THROWS_WITH(parse_residual_reference("x"), A2SGD_CONTAINS("local, global"));
 }

@@ -34,11 +34,14 @@ std::vector<std::string> exchange_methods() {
 
 std::unique_ptr<Exchange> make_exchange(const ExchangeConfig& config, const Communicator& comm, Index n,
                                         const ExecutionSpace& exec) {
+  const Builder* builder = nullptr;
   for (const auto& entry : registry())
-    if (entry.first == config.method) return entry.second(config, comm, n, exec);
+    if (entry.first == config.method) builder = &entry.second;
   std::string valid;
   for (const auto& name : exchange_methods()) valid += (valid.empty() ? "" : ", ") + name;
-  throw InvalidArgument("unknown exchange method \"" + config.method + "\" (valid: " + valid + ")");
+  // Collective, so that a name known on some ranks only fails everywhere instead of hanging.
+  comm.raise_if_any(builder == nullptr, "unknown exchange method \"" + config.method + "\" (valid: " + valid + ")");
+  return (*builder)(config, comm, n, exec);
 }
 
 }  // namespace a2sgd

@@ -21,8 +21,8 @@ struct ExchangeConfig {
 /// Names accepted by make_exchange(), in display order.
 std::vector<std::string> exchange_methods();
 
-/// Builds the method named config.method (collective). An unknown name throws InvalidArgument
-/// listing the valid names.
+/// Builds the method named config.method (collective). An unknown name, on any rank, throws
+/// CollectiveError listing the valid names on every rank.
 std::unique_ptr<Exchange> make_exchange(const ExchangeConfig& config, const Communicator& comm, Index n,
                                         const ExecutionSpace& exec = ExecutionSpace());
 
