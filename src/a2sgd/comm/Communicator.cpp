@@ -52,39 +52,39 @@ void Communicator::release() noexcept {
   m_comm = MPI_COMM_NULL;
 }
 
-void Communicator::allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type, MPI_Op op,
-                                   StepStats* stats) const {
-  Stopwatch clock;
-  std::size_t chunks = 0;
-  auto* bytes = static_cast<char*>(inout);
-  for (std::size_t done = 0; done < count; ++chunks) {
-    const std::size_t n = std::min<std::size_t>(count - done, static_cast<std::size_t>(INT_MAX));
-    A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * elem_size, static_cast<int>(n), type, op, m_comm));
-    done += n;
-  }
-  if (stats) {
-    stats->comm_s += clock.seconds();
-    stats->bytes_sent += count * elem_size;
-    stats->messages += chunks;
-  }
-}
+namespace {
 
-void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
-                                   StepStats* stats) const {
+// MPI counts are int: issue one call per INT_MAX elements, time them together and account the
+// payload this rank hands over (`sent` is false for receivers of a broadcast).
+template <class Call>
+void chunked(void* data, std::size_t count, std::size_t elem_size, bool sent, StepStats* stats, Call&& call) {
   Stopwatch clock;
   std::size_t chunks = 0;
   auto* bytes = static_cast<char*>(data);
   for (std::size_t done = 0; done < count; ++chunks) {
     const std::size_t n = std::min<std::size_t>(count - done, static_cast<std::size_t>(INT_MAX));
-    A2SGD_MPI_CHECK(MPI_Bcast(bytes + done * elem_size, static_cast<int>(n), type, root, m_comm));
+    call(bytes + done * elem_size, static_cast<int>(n));
     done += n;
   }
   if (stats) {
     stats->comm_s += clock.seconds();
-    // The root hands the payload to MPI; the other ranks receive it.
-    if (m_rank == root) stats->bytes_sent += count * elem_size;
+    if (sent) stats->bytes_sent += count * elem_size;
     stats->messages += chunks;
   }
+}
+
+}  // namespace
+
+void Communicator::allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type, MPI_Op op,
+                                   StepStats* stats) const {
+  chunked(inout, count, elem_size, true, stats,
+          [&](void* chunk, int n) { A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, op, m_comm)); });
+}
+
+void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
+                                   StepStats* stats) const {
+  chunked(data, count, elem_size, m_rank == root, stats,
+          [&](void* chunk, int n) { A2SGD_MPI_CHECK(MPI_Bcast(chunk, n, type, root, m_comm)); });
 }
 
 void Communicator::barrier() const {
