@@ -19,11 +19,11 @@ using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 // accumulator sets. A single accumulator chain would bound the pass by the latency of a double
 // add instead of memory bandwidth; four lanes let the compiler interleave (and vectorise) them
 // without spilling registers on baseline x86-64.
-constexpr int lanes = 4;
-constexpr Index block = 4096;
-
 template <bool ErrorFeedback>
 struct TwoMeansBlocked {
+  static constexpr int lanes = 4;
+  static constexpr Index block = 4096;
+
   ConstFloatView g;
   ConstFloatView e;
   Index n;
@@ -100,8 +100,9 @@ TwoMeansResult run(const ExecutionSpace& exec, const ConstFloatView& g, const Co
   if (n == 0) return r;
   constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
   if constexpr (host_backend) {
-    Kokkos::parallel_reduce("a2sgd::compress::two_means", Policy(exec, 0, (n + block - 1) / block),
-                            TwoMeansBlocked<ErrorFeedback>{g, e, n}, r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
+    using Blocked = TwoMeansBlocked<ErrorFeedback>;
+    Kokkos::parallel_reduce("a2sgd::compress::two_means", Policy(exec, 0, (n + Blocked::block - 1) / Blocked::block),
+                            Blocked{g, e, n}, r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
   } else {
     Kokkos::parallel_reduce("a2sgd::compress::two_means", Policy(exec, 0, n), TwoMeansElementwise<ErrorFeedback>{g, e},
                             r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
