@@ -3,6 +3,9 @@
 #include <a2sgd/compress/DenseExchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 
+#include <a2sgd/core/Error.hpp>
+
+#include <limits>
 #include <random>
 
 using namespace a2sgd;
@@ -67,4 +70,23 @@ TEST_CASE("average_replicas writes the mean model and is accounted apart from tr
   CHECK(to_host(x) == mine);  // the replica itself is untouched
   CHECK(exchange.stats().averaging.bytes_sent == 4 * n);
   CHECK(exchange.stats().total.bytes_sent == 0);
+}
+
+TEST_CASE("a non-finite gradient on one rank stops every rank in a dense step", "[dense][errors]") {
+  Communicator comm;
+  const std::size_t n = 300;
+  DenseExchange exchange(comm, static_cast<Index>(n));
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  auto g = rank_gradient(n, comm.rank());
+  if (comm.rank() == comm.size() - 1) g[7] = std::numeric_limits<float>::infinity();
+  bool threw = false;
+  try {
+    exchange.step(x, to_device(g), sgd, 0.1);
+  } catch (const NonFiniteError& e) {
+    threw = true;
+    CHECK_THAT(e.what(), A2SGD_CONTAINS("dense step 0") && A2SGD_CONTAINS("1 non-finite"));
+  }
+  CHECK(threw);
+  CHECK(exchange.steps() == 0);
 }

@@ -87,9 +87,15 @@ void Exchange::allreduce_sum(const FloatView& data, StepStats& stats) {
 void Exchange::apply_dense(const FloatView& params, const ConstFloatView& grad, Optimizer& opt, double lr, float factor,
                            StepStats& stats) {
   Stopwatch clock;
-  opt.apply(m_exec, params, grad, lr, factor);
-  m_exec.fence();
+  const std::int64_t non_finite = opt.apply(m_exec, params, grad, lr, factor);
   stats.optimizer_s += clock.seconds();
+  // Every rank applied the same all-reduced gradient, so every rank reaches the same verdict.
+  if (non_finite > 0)
+    throw NonFiniteError(name() + " step " + std::to_string(steps()) + ": the averaged gradient has " +
+                             std::to_string(non_finite) +
+                             " non-finite (NaN/Inf) values; the parameters are no longer finite (a smaller "
+                             "learning rate usually helps)",
+                         -1);
 }
 
 void Exchange::scale(const FloatView& data, float factor) const {

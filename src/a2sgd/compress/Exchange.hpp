@@ -43,7 +43,9 @@ class Exchange {
 
   /// One training step (collective): exchanges this rank's gradient `grad` (n values; it may be
   /// used as scratch space and is left unspecified) and applies `opt` with learning rate `lr`
-  /// to `params`. On an exception (e.g. NonFiniteError) neither params nor state were modified.
+  /// to `params`. Non-finite gradients raise NonFiniteError on every rank: A2SGD detects them
+  /// before anything is modified; a dense all-reduce detects them while applying the average,
+  /// so the parameters are then non-finite too.
   void step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr);
 
   /// Collective: out <- mean over ranks of params (out may alias params). One O(n) all-reduce,
@@ -69,7 +71,8 @@ class Exchange {
 
   /// In-place sum over ranks of a float buffer, staged through the host when MPI cannot read it.
   void allreduce_sum(const FloatView& data, StepStats& stats);
-  /// Stand-alone optimizer pass params <- step(scale * grad), billed to optimizer_s.
+  /// Stand-alone optimizer pass params <- step(scale * grad), billed to optimizer_s; throws
+  /// NonFiniteError when the (all-reduced, hence identical on all ranks) gradient is not finite.
   void apply_dense(const FloatView& params, const ConstFloatView& grad, Optimizer& opt, double lr, float scale,
                    StepStats& stats);
   /// data <- data * factor.

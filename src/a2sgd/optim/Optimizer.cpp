@@ -65,17 +65,19 @@ void Optimizer::check_step(const FloatView& params, double lr) const {
     throw InvalidArgument("optimizer: learning rate " + std::to_string(lr) + " must be finite and >= 0");
 }
 
-void Optimizer::apply(const ExecutionSpace& exec, const FloatView& params, const ConstFloatView& grad, double lr,
-                      float scale) {
+std::int64_t Optimizer::apply(const ExecutionSpace& exec, const FloatView& params, const ConstFloatView& grad,
+                              double lr, float scale) {
   if (static_cast<Index>(grad.extent(0)) != m_size)
     throw InvalidArgument("optimizer: gradient buffer has " + std::to_string(grad.extent(0)) +
                           " values, the optimizer was built for " + std::to_string(m_size));
+  std::int64_t non_finite = 0;
   visit_step(params, lr, [&](const auto& rule) {
     using Rule = std::decay_t<decltype(rule)>;
-    Kokkos::parallel_for("a2sgd::optim::apply",
-                         Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, m_size),
-                         optim::impl::ApplyScaled<Rule>{grad, scale, rule});
+    Kokkos::parallel_reduce("a2sgd::optim::apply",
+                            Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, m_size),
+                            optim::impl::ApplyScaled<Rule>{grad, scale, rule}, non_finite);
   });
+  return non_finite;
 }
 
 }  // namespace a2sgd

@@ -58,9 +58,10 @@ class Optimizer {
   template <class Fn>
   void visit_step(const FloatView& params, double lr, Fn&& fn);
 
-  /// params <- step(scale * grad) as one kernel.
-  void apply(const ExecutionSpace& exec, const FloatView& params, const ConstFloatView& grad, double lr,
-             float scale = 1.0f);
+  /// params <- step(scale * grad) as one kernel. Returns how many values of scale * grad were
+  /// NaN or +-Inf (they were applied: the caller decides whether that is fatal).
+  std::int64_t apply(const ExecutionSpace& exec, const FloatView& params, const ConstFloatView& grad, double lr,
+                     float scale = 1.0f);
 
  private:
   void check_step(const FloatView& params, double lr) const;

@@ -54,13 +54,18 @@ struct AdamRule {
   }
 };
 
-/// Unfused application: rule(i, scale * g(i)) over the whole buffer.
+/// Unfused application: rule(i, scale * g(i)) over the whole buffer, counting the non-finite
+/// gradient values on the way (an integer sum: no latency-bound chain).
 template <class Rule>
 struct ApplyScaled {
   ConstFloatView g;
   float scale;
   Rule rule;
-  KOKKOS_INLINE_FUNCTION void operator()(Index i) const { rule(i, scale * g(i)); }
+  KOKKOS_INLINE_FUNCTION void operator()(Index i, std::int64_t& non_finite) const {
+    const float u = scale * g(i);
+    non_finite += a2sgd::detail::non_finite(u);
+    rule(i, u);
+  }
 };
 
 }  // namespace a2sgd::optim::impl
