@@ -33,3 +33,4 @@ if(NOT TARGET A2SGD::HDF5)
 endif()
 
 find_package(Boost 1.66 REQUIRED COMPONENTS program_options)
+find_package(ZLIB REQUIRED)  # gzip-compressed IDX data files

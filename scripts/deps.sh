@@ -6,7 +6,8 @@ A2SGD_DEBIAN_PACKAGES=(
   cmake g++ make pkg-config
   libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
   libopenmpi-dev openmpi-bin libhdf5-openmpi-dev
-  libboost-program-options-dev catch2
+  libboost-program-options-dev catch2 zlib1g-dev
+  dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
   libopenblas0-serial  # Kokkos Kernels calls libblas.so.3: without OpenBLAS it is the slow reference BLAS
 )
 

@@ -3,6 +3,7 @@
 /// Umbrella header of the a2sgd library.
 
 #include <a2sgd/comm/Communicator.hpp>
+#include <a2sgd/comm/ViewCollectives.hpp>
 #include <a2sgd/compress/A2sgdExchange.hpp>
 #include <a2sgd/compress/DenseExchange.hpp>
 #include <a2sgd/compress/Exchange.hpp>
@@ -11,7 +12,15 @@
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/Error.hpp>
+#include <a2sgd/core/Random.hpp>
 #include <a2sgd/core/ParameterStore.hpp>
 #include <a2sgd/core/Types.hpp>
+#include <a2sgd/data/Dataset.hpp>
+#include <a2sgd/data/Idx.hpp>
+#include <a2sgd/data/ShardSampler.hpp>
+#include <a2sgd/data/Synthetic.hpp>
+#include <a2sgd/nn/Linear.hpp>
+#include <a2sgd/nn/Mlp.hpp>
+#include <a2sgd/nn/SoftmaxCrossEntropy.hpp>
 #include <a2sgd/optim/LrSchedule.hpp>
 #include <a2sgd/optim/Optimizer.hpp>

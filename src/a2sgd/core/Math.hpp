@@ -14,6 +14,22 @@ KOKKOS_INLINE_FUNCTION float sqrt(float x) {
 #endif
 }
 
+KOKKOS_INLINE_FUNCTION float exp(float x) {
+#if KOKKOS_VERSION >= 30700
+  return Kokkos::exp(x);
+#else
+  return Kokkos::Experimental::exp(x);
+#endif
+}
+
+KOKKOS_INLINE_FUNCTION double log(double x) {
+#if KOKKOS_VERSION >= 30700
+  return Kokkos::log(x);
+#else
+  return Kokkos::Experimental::log(x);
+#endif
+}
+
 /// True for NaN and +-Inf, without isnan/isinf (x - x is 0 exactly for every finite x).
 KOKKOS_INLINE_FUNCTION bool non_finite(float x) {
   return !(x - x == 0.0f);

@@ -66,7 +66,14 @@ const FloatView& ParameterStore::grads() const {
   return m_grads;
 }
 
+void ParameterStore::require_layout(const FloatView& flat) const {
+  if (static_cast<Index>(flat.extent(0)) != m_size)
+    throw InvalidArgument("ParameterStore: buffer has " + std::to_string(flat.extent(0)) + " values, the layout has " +
+                          std::to_string(m_size));
+}
+
 FloatView ParameterStore::slice(const FloatView& flat, std::size_t index) const {
+  require_layout(flat);
   const TensorInfo& t = info(index);
   return FloatView(flat,
                    std::make_pair(static_cast<std::size_t>(t.offset), static_cast<std::size_t>(t.offset + t.size)));
@@ -80,6 +87,7 @@ FloatView ParameterStore::grad(std::size_t index) const {
 }
 
 MatrixView ParameterStore::matrix(const FloatView& flat, std::size_t index) const {
+  require_layout(flat);
   const TensorInfo& t = info(index);
   if (t.shape.size() != 2)
     throw InvalidArgument("ParameterStore: tensor \"" + t.name + "\" has rank " + std::to_string(t.shape.size()) +

@@ -59,6 +59,11 @@ class ParameterStore {
   MatrixView param_matrix(std::size_t index) const;
   MatrixView grad_matrix(std::size_t index) const;
 
+  /// The same slices of any other flat buffer with this layout (n values), e.g. an averaged
+  /// model or a received replica.
+  FloatView slice(const FloatView& flat, std::size_t index) const;
+  MatrixView matrix(const FloatView& flat, std::size_t index) const;
+
   /// Sets every gradient to zero.
   void zero_grads(const ExecutionSpace& exec = ExecutionSpace()) const;
 
@@ -67,8 +72,7 @@ class ParameterStore {
 
  private:
   void require_allocated(const char* what) const;
-  FloatView slice(const FloatView& flat, std::size_t index) const;
-  MatrixView matrix(const FloatView& flat, std::size_t index) const;
+  void require_layout(const FloatView& flat) const;
 
   std::vector<TensorInfo> m_tensors;
   Index m_size = 0;

@@ -19,6 +19,13 @@ using MemorySpace = ExecutionSpace::memory_space;
 using FloatView = Kokkos::View<float*, MemorySpace>;
 using ConstFloatView = Kokkos::View<const float*, MemorySpace>;
 
+/// Row-major float32 matrices (a mini-batch of activations: one sample per row).
+using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, MemorySpace>;
+using ConstMatrix = Kokkos::View<const float**, Kokkos::LayoutRight, MemorySpace>;
+/// Class labels.
+using LabelView = Kokkos::View<int*, MemorySpace>;
+using ConstLabelView = Kokkos::View<const int*, MemorySpace>;
+
 /// Index type of flat buffers (models beyond 2^31 parameters are expected).
 using Index = std::int64_t;
 

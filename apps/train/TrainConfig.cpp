@@ -1,0 +1,241 @@
+#include "TrainConfig.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace po = boost::program_options;
+
+namespace a2sgd::train {
+namespace {
+
+std::vector<Index> parse_widths(const std::string& text) {
+  std::vector<Index> widths;
+  if (text.empty() || text == "none") return widths;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || v < 1)
+      throw InvalidArgument("--hidden: \"" + text + "\" is not a comma-separated list of positive widths");
+    widths.push_back(static_cast<Index>(v));
+  }
+  return widths;
+}
+
+bool parse_switch(const std::string& name, const std::string& v) {
+  if (v == "on" || v == "true" || v == "1" || v == "yes") return true;
+  if (v == "off" || v == "false" || v == "0" || v == "no") return false;
+  throw InvalidArgument("--" + name + ": \"" + v + "\" is not on/off");
+}
+
+template <class T>
+void require(bool ok, const std::string& option, const T& value, const std::string& rule) {
+  if (!ok) {
+    std::ostringstream out;
+    out << "--" << option << " " << value << ": " << rule;
+    throw InvalidArgument(out.str());
+  }
+}
+
+std::string join(const std::vector<Index>& v) {
+  std::string s;
+  for (Index x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace
+
+ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& help_text) {
+  // Signed types for sizes so that "-5" is rejected with a message instead of wrapping around.
+  std::string hidden = "256,256", init = "he", optimizer, schedule = "constant", compressor = "a2sgd";
+  std::string averaging = "mean", residual = "local", error_feedback = "on", config_file;
+  long long epochs = 3, steps = 0, batch = 64, eval_every = -1, log_every = 50, warmup = 0, lr_warmup = 0;
+  long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
+  long long syn_train = 20000, syn_test = 4000, syn_features = 784, syn_classes = 10;
+  double lr = -1.0, momentum = 0.9, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma = 0.1,
+         lr_min = 0.0, separation = 0.12;
+  bool nesterov = false, gpu_aware = false;
+
+  po::options_description general("General");
+  general.add_options()("help,h", "show this help and exit")("version", "show versions and exit")(
+      "config", po::value(&config_file), "INI file with option=value lines (command line wins)")(
+      "seed", po::value(&seed)->default_value(seed), "seed of initialisation, data order and synthetic data");
+  po::options_description model("Model and data");
+  model.add_options()("model", po::value(&c.model)->default_value(c.model), "model: mlp")(
+      "hidden", po::value(&hidden)->default_value(hidden), "hidden layer widths, comma-separated ('none': linear)")(
+      "init", po::value(&init)->default_value(init), "weight initialisation: he | xavier")(
+      "dataset", po::value(&c.dataset)->default_value(c.dataset), "fashion-mnist | mnist | synthetic")(
+      "data-dir", po::value(&c.data_dir),
+      "directory of the IDX files (default for fashion-mnist: /usr/share/datasets/fashion-mnist)")(
+      "synthetic-train", po::value(&syn_train)->default_value(syn_train), "synthetic: training samples")(
+      "synthetic-test", po::value(&syn_test)->default_value(syn_test), "synthetic: test samples")(
+      "synthetic-features", po::value(&syn_features)->default_value(syn_features), "synthetic: features")(
+      "synthetic-classes", po::value(&syn_classes)->default_value(syn_classes), "synthetic: classes")(
+      "synthetic-separation", po::value(&separation)->default_value(separation),
+      "synthetic: spread of the class centres (larger is easier)");
+  po::options_description run("Training");
+  run.add_options()("epochs", po::value(&epochs)->default_value(epochs), "epochs over each rank's shard")(
+      "steps", po::value(&steps)->default_value(steps), "total steps (> 0 overrides --epochs)")(
+      "batch-size", po::value(&batch)->default_value(batch), "mini-batch size per rank")(
+      "optimizer", po::value(&optimizer), "sgd | momentum | adam (default: momentum for dense, sgd for a2sgd)")(
+      "lr", po::value(&lr), "learning rate (default: 0.05 for dense, 0.1 for a2sgd)")(
+      "lr-schedule", po::value(&schedule)->default_value(schedule), "constant | step | cosine")(
+      "lr-warmup-steps", po::value(&lr_warmup)->default_value(lr_warmup), "linear learning-rate warm-up steps")(
+      "lr-step-size", po::value(&lr_step_size)->default_value(lr_step_size), "step schedule: steps between decays")(
+      "lr-gamma", po::value(&gamma)->default_value(gamma), "step schedule: decay factor")(
+      "lr-min", po::value(&lr_min)->default_value(lr_min), "cosine schedule: final learning rate")(
+      "momentum", po::value(&momentum)->default_value(momentum), "momentum coefficient")(
+      "nesterov", po::bool_switch(&nesterov), "Nesterov momentum")(
+      "weight-decay", po::value(&weight_decay)->default_value(weight_decay), "decoupled weight decay")(
+      "beta1", po::value(&beta1)->default_value(beta1), "adam beta1")(
+      "beta2", po::value(&beta2)->default_value(beta2), "adam beta2")(
+      "adam-eps", po::value(&eps)->default_value(eps), "adam epsilon");
+  po::options_description exch("Gradient exchange");
+  exch.add_options()("compressor", po::value(&compressor)->default_value(compressor), "dense | a2sgd")(
+      "a2sgd-averaging", po::value(&averaging)->default_value(averaging),
+      "mean (2 scalars) | weighted (4 scalars)")(
+      "a2sgd-residual", po::value(&residual)->default_value(residual), "residual reference: local | global")(
+      "a2sgd-error-feedback", po::value(&error_feedback)->default_value(error_feedback), "on | off")(
+      "a2sgd-warmup-steps", po::value(&warmup)->default_value(warmup), "first steps exchanged dense")(
+      "a2sgd-average-every", po::value(&average_every)->default_value(average_every),
+      "average the replicas every K steps (0: never)")(
+      "gpu-aware-mpi", po::bool_switch(&gpu_aware), "hand device pointers to MPI (CUDA/ROCm-aware MPI)");
+  po::options_description out("Output");
+  out.add_options()("eval-every", po::value(&eval_every),
+                    "steps between evaluations (0: once, at the end; default: once per epoch)")(
+      "eval-batch", po::value(&eval_batch)->default_value(eval_batch), "evaluation mini-batch size")(
+      "log-every", po::value(&log_every)->default_value(log_every), "steps between progress/metrics records")(
+      "output-dir", po::value(&c.output_dir), "directory for metrics.jsonl and config.ini")(
+      "metrics", po::value(&c.metrics), "JSON Lines metrics file (default: <output-dir>/metrics.jsonl)")(
+      "quiet", po::bool_switch(&c.quiet), "no progress output")(
+      "no-progress-bar", "plain progress lines even on a terminal");
+
+  po::options_description all("a2sgd-train: data-parallel training with A2SGD or dense all-reduce\n\n"
+                              "Usage: mpirun -np P a2sgd-train [options]\n");
+  all.add(general).add(model).add(run).add(exch).add(out);
+
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, all), vm);
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) throw InvalidArgument("--config: cannot read " + path);
+      po::store(po::parse_config_file(in, all), vm);
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw InvalidArgument(e.what());
+  }
+  if (vm.count("help")) {
+    std::ostringstream text;
+    text << all;
+    help_text = text.str();
+    return ParseOutcome::help;
+  }
+  if (vm.count("version")) return ParseOutcome::version;
+
+  require(c.model == "mlp", "model", c.model, "unknown model (valid: mlp)");
+  c.hidden = parse_widths(hidden);
+  c.init = nn::parse_init_scheme(init);
+  require(c.dataset == "fashion-mnist" || c.dataset == "mnist" || c.dataset == "synthetic", "dataset", c.dataset,
+          "unknown dataset (valid: fashion-mnist, mnist, synthetic)");
+  if (c.data_dir.empty() && c.dataset == "fashion-mnist") c.data_dir = "/usr/share/datasets/fashion-mnist";
+  if (c.data_dir.empty() && c.dataset == "mnist") throw InvalidArgument("--dataset mnist needs --data-dir");
+  require(syn_train > 0, "synthetic-train", syn_train, "must be positive");
+  require(syn_test > 0, "synthetic-test", syn_test, "must be positive");
+  require(syn_features > 0, "synthetic-features", syn_features, "must be positive");
+  require(syn_classes >= 2, "synthetic-classes", syn_classes, "must be at least 2");
+  require(std::isfinite(separation) && separation > 0, "synthetic-separation", separation, "must be positive");
+  c.synthetic = data::SyntheticConfig{syn_train, syn_test, syn_features, static_cast<int>(syn_classes), separation, 0};
+
+  require(epochs > 0 || steps > 0, "epochs", epochs, "must be positive (or give --steps)");
+  require(epochs >= 0, "epochs", epochs, "must not be negative");
+  require(steps >= 0, "steps", steps, "must not be negative");
+  require(batch > 0, "batch-size", batch, "must be positive");
+  require(seed >= 0, "seed", seed, "must not be negative");
+  require(log_every > 0, "log-every", log_every, "must be positive");
+  require(eval_batch > 0, "eval-batch", eval_batch, "must be positive");
+  require(!vm.count("eval-every") || eval_every >= 0, "eval-every", eval_every, "must not be negative");
+  require(lr_warmup >= 0, "lr-warmup-steps", lr_warmup, "must not be negative");
+  require(lr_step_size > 0, "lr-step-size", lr_step_size, "must be positive");
+  require(warmup >= 0, "a2sgd-warmup-steps", warmup, "must not be negative");
+  require(average_every >= 0, "a2sgd-average-every", average_every, "must not be negative");
+  c.epochs = static_cast<std::uint64_t>(epochs);
+  c.steps = static_cast<std::uint64_t>(steps);
+  c.batch_size = batch;
+  c.seed = static_cast<std::uint64_t>(seed);
+  c.synthetic.seed = c.seed;
+  c.log_every = static_cast<std::uint64_t>(log_every);
+  c.eval_batch = eval_batch;
+  if (vm.count("eval-every")) c.eval_every = static_cast<std::uint64_t>(eval_every);
+  c.progress_bar = !vm.count("no-progress-bar");
+
+  // Exchange method and its options.
+  require(compressor == "dense" || compressor == "a2sgd", "compressor", compressor, "unknown method (valid: dense, a2sgd)");
+  c.exchange.method = compressor;
+  c.exchange.common.gpu_aware_mpi = gpu_aware;
+  c.exchange.a2sgd.averaging = parse_global_averaging(averaging);
+  c.exchange.a2sgd.residual = parse_residual_reference(residual);
+  c.exchange.a2sgd.error_feedback = parse_switch("a2sgd-error-feedback", error_feedback);
+  c.exchange.a2sgd.warmup_steps = static_cast<std::uint64_t>(warmup);
+  c.exchange.a2sgd.average_every = static_cast<std::uint64_t>(average_every);
+
+  // Defaults that converge for each method: heavy momentum at a dense-tuned rate can make A2SGD
+  // replicas diverge (docs/algorithm.md), so A2SGD defaults to plain SGD.
+  const bool dense = compressor == "dense";
+  c.optimizer.kind = parse_optimizer_kind(optimizer.empty() ? (dense ? "momentum" : "sgd") : optimizer);
+  c.optimizer.momentum = momentum;
+  c.optimizer.nesterov = nesterov;
+  c.optimizer.weight_decay = weight_decay;
+  c.optimizer.beta1 = beta1;
+  c.optimizer.beta2 = beta2;
+  c.optimizer.epsilon = eps;
+  c.optimizer.validate();
+  if (lr < 0 && vm.count("lr")) require(false, "lr", lr, "must be positive");
+  c.lr.base_lr = vm.count("lr") ? lr : (dense ? 0.05 : 0.1);
+  c.lr.kind = parse_lr_schedule_kind(schedule);
+  c.lr.warmup_steps = static_cast<std::uint64_t>(lr_warmup);
+  c.lr.step_size = static_cast<std::uint64_t>(lr_step_size);
+  c.lr.gamma = gamma;
+  c.lr.min_lr = lr_min;
+  return ParseOutcome::run;
+}
+
+std::string TrainConfig::to_ini() const {
+  std::ostringstream o;
+  o.precision(12);
+  o << "# a2sgd-train effective configuration (read back with --config)\n";
+  o << "model = " << model << "\nhidden = " << join(hidden) << "\ninit = " << nn::to_string(init) << '\n';
+  o << "dataset = " << dataset << '\n';
+  if (!data_dir.empty()) o << "data-dir = " << data_dir << '\n';
+  o << "synthetic-train = " << synthetic.train_samples << "\nsynthetic-test = " << synthetic.test_samples
+    << "\nsynthetic-features = " << synthetic.features << "\nsynthetic-classes = " << synthetic.classes
+    << "\nsynthetic-separation = " << synthetic.separation << '\n';
+  o << "epochs = " << epochs << "\nsteps = " << steps << "\nbatch-size = " << batch_size << "\nseed = " << seed << '\n';
+  o << "optimizer = " << to_string(optimizer.kind) << "\nlr = " << lr.base_lr
+    << "\nlr-schedule = " << to_string(lr.kind) << "\nlr-warmup-steps = " << lr.warmup_steps
+    << "\nlr-step-size = " << lr.step_size << "\nlr-gamma = " << lr.gamma << "\nlr-min = " << lr.min_lr
+    << "\nmomentum = " << optimizer.momentum << "\nnesterov = " << (optimizer.nesterov ? "true" : "false")
+    << "\nweight-decay = " << optimizer.weight_decay << "\nbeta1 = " << optimizer.beta1
+    << "\nbeta2 = " << optimizer.beta2 << "\nadam-eps = " << optimizer.epsilon << '\n';
+  o << "compressor = " << exchange.method << "\na2sgd-averaging = " << to_string(exchange.a2sgd.averaging)
+    << "\na2sgd-residual = " << to_string(exchange.a2sgd.residual)
+    << "\na2sgd-error-feedback = " << (exchange.a2sgd.error_feedback ? "on" : "off")
+    << "\na2sgd-warmup-steps = " << exchange.a2sgd.warmup_steps
+    << "\na2sgd-average-every = " << exchange.a2sgd.average_every << '\n';
+  if (eval_every) o << "eval-every = " << *eval_every << '\n';
+  o << "eval-batch = " << eval_batch << "\nlog-every = " << log_every << '\n';
+  return o.str();
+}
+
+}  // namespace a2sgd::train

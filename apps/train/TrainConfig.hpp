@@ -1,0 +1,51 @@
+#pragma once
+// Options of a2sgd-train: command line, INI config file, validation.
+
+#include <a2sgd/a2sgd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace a2sgd::train {
+
+struct TrainConfig {
+  // model
+  std::string model = "mlp";
+  std::vector<Index> hidden = {256, 256};
+  nn::InitScheme init = nn::InitScheme::he;
+  // data
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;  // empty: the dataset's default
+  data::SyntheticConfig synthetic;
+  // schedule of the run
+  std::uint64_t epochs = 3;
+  std::uint64_t steps = 0;  // > 0 overrides epochs
+  Index batch_size = 64;    // per rank
+  std::uint64_t seed = 1;
+  // optimisation
+  OptimizerConfig optimizer;
+  LrScheduleConfig lr;
+  ExchangeConfig exchange;
+  // output
+  std::optional<std::uint64_t> eval_every;  // unset: once per epoch; 0: once at the end
+  std::uint64_t log_every = 50;
+  Index eval_batch = 1000;
+  std::string output_dir;
+  std::string metrics;
+  bool quiet = false;
+  bool progress_bar = true;
+
+  /// The options as an INI file that --config reads back.
+  std::string to_ini() const;
+};
+
+/// What parse_options() decided besides the configuration.
+enum class ParseOutcome { run, help, version };
+
+/// Parses argv (and --config FILE; the command line wins over the file). Throws InvalidArgument
+/// with the option named for every invalid value. `help_text` receives --help output.
+ParseOutcome parse_options(int argc, char** argv, TrainConfig& config, std::string& help_text);
+
+}  // namespace a2sgd::train

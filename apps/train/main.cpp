@@ -1,0 +1,78 @@
+// a2sgd-train: data-parallel training of a classifier with A2SGD or dense all-reduce.
+//
+// Exit codes: 0 success, 2 invalid options or input data, 3 training diverged, 1 other errors.
+// Every error is reported once (by rank 0) and every rank exits with the same code.
+#include "TrainConfig.hpp"
+#include "Trainer.hpp"
+
+#include <cstdio>
+#include <iostream>
+
+using namespace a2sgd;
+
+namespace {
+
+void report(const Communicator& comm, const std::string& message) {
+  if (comm.rank() == 0) std::fprintf(stderr, "a2sgd-train: %s\n", message.c_str());
+}
+
+int run(int argc, char** argv, const Communicator& comm) {
+  train::TrainConfig config;
+  std::string help;
+  train::ParseOutcome outcome = train::ParseOutcome::run;
+  try {
+    comm.all_or_throw([&] { outcome = train::parse_options(argc, argv, config, help); });
+  } catch (const CollectiveError& e) {
+    report(comm, std::string("error: ") + e.what() + " (see --help)");
+    return 2;
+  }
+  if (outcome == train::ParseOutcome::help) {
+    if (comm.rank() == 0) std::cout << help << '\n';
+    return 0;
+  }
+  if (outcome == train::ParseOutcome::version) {
+    if (comm.rank() == 0) std::cout << build_info();
+    return 0;
+  }
+
+  train::Trainer trainer(config, comm);
+  try {
+    trainer.setup();
+  } catch (const CollectiveError& e) {
+    report(comm, std::string("error: ") + e.what());
+    return 2;
+  }
+  try {
+    trainer.run();
+  } catch (const NonFiniteError& e) {
+    report(comm, std::string("training diverged: ") + e.what() + ". Try a smaller learning rate (--lr " +
+                     std::to_string(config.lr.base_lr / 10) + "), or --compressor dense to compare.");
+    return 3;
+  } catch (const CollectiveError& e) {
+    report(comm, std::string("error: ") + e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int code = 0;
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    try {
+      Communicator comm;
+      code = run(argc, argv, comm);
+    } catch (const std::exception& e) {
+      // An error raised on this rank alone: report it and take the job down rather than leave
+      // the other ranks waiting in a collective.
+      std::fprintf(stderr, "a2sgd-train: error: %s\n", e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,70 @@
+#pragma once
+/// @file Mlp.hpp
+/// Multi-layer perceptron classifier: Linear + ReLU hidden layers, a linear output layer and
+/// softmax cross-entropy; parameters and gradients are slices of a ParameterStore.
+
+#include <a2sgd/core/ParameterStore.hpp>
+#include <a2sgd/core/Types.hpp>
+#include <a2sgd/nn/Linear.hpp>
+#include <a2sgd/nn/SoftmaxCrossEntropy.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace a2sgd::nn {
+
+enum class InitScheme {
+  he,     ///< W ~ N(0, 2 / fan_in) (ReLU layers); biases 0
+  xavier  ///< W ~ U(-a, a), a = sqrt(6 / (fan_in + fan_out)); biases 0
+};
+InitScheme parse_init_scheme(std::string_view name);
+std::string to_string(InitScheme scheme);
+
+struct MlpConfig {
+  Index inputs = 784;
+  std::vector<Index> hidden = {256, 256};
+  Index classes = 10;
+};
+
+class Mlp {
+ public:
+  /// Registers "fc<i>.weight" [out, in] and "fc<i>.bias" [out] for every layer in `store`
+  /// (which must not be allocated yet and must outlive the model).
+  Mlp(const MlpConfig& config, ParameterStore& store);
+
+  const MlpConfig& config() const noexcept { return m_config; }
+  /// E.g. "mlp 784-256-256-10".
+  std::string describe() const;
+
+  /// Deterministic initialisation of `params` from `seed` (identical for every rank and build).
+  void initialize(const FloatView& params, std::uint64_t seed, InitScheme scheme) const;
+
+  /// Allocates activation buffers for mini-batches of up to `max_batch` rows.
+  void reserve(Index max_batch);
+
+  /// Forward and backward pass: overwrites `grads` with the gradient of the mean loss over the
+  /// batch; returns the summed loss and the correct count.
+  LossResult forward_backward(const ExecutionSpace& exec, const FloatView& params, const FloatView& grads,
+                              const ConstMatrix& x, const ConstLabelView& labels);
+
+  /// Forward pass only.
+  LossResult evaluate(const ExecutionSpace& exec, const FloatView& params, const ConstMatrix& x,
+                      const ConstLabelView& labels);
+
+ private:
+  std::size_t layers() const noexcept { return m_weights.size(); }
+  Matrix rows(const Matrix& m, Index batch) const;
+  void forward(const ExecutionSpace& exec, const FloatView& params, const ConstMatrix& x, Index batch);
+
+  MlpConfig m_config;
+  const ParameterStore* m_store;
+  std::vector<std::size_t> m_weights;  // tensor indices in the store
+  std::vector<std::size_t> m_biases;
+  std::vector<Matrix> m_out;   // output of each layer (post-activation)
+  std::vector<Matrix> m_dout;  // gradient w.r.t. each layer's pre-activation
+  Index m_capacity = 0;
+};
+
+}  // namespace a2sgd::nn
