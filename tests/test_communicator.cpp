@@ -56,6 +56,7 @@ TEST_CASE("an error on one rank is raised on every rank with that rank's message
     threw = true;
     CHECK(e.origin_rank() == last);
     CHECK_THAT(e.what(), A2SGD_CONTAINS("disk full on rank " + std::to_string(last)));
+    if (comm.size() > 1) CHECK_THAT(e.what(), A2SGD_CONTAINS("rank " + std::to_string(last) + ": "));
   }
   CHECK(threw);
 
@@ -68,6 +69,15 @@ TEST_CASE("an error on one rank is raised on every rank with that rank's message
   } catch (const CollectiveError& e) {
     threw = true;
     CHECK_THAT(e.what(), A2SGD_CONTAINS("bad option --foo"));
+  }
+  CHECK(threw);
+  // Every rank fails: rank 0's message, not attributed to one rank.
+  threw = false;
+  try {
+    comm.raise_if_any(true, "bad input on rank " + std::to_string(comm.rank()));
+  } catch (const CollectiveError& e) {
+    threw = true;
+    CHECK(std::string(e.what()) == "bad input on rank 0");
   }
   CHECK(threw);
   // The communicator is still usable afterwards (no rank is left inside a collective).

@@ -17,12 +17,14 @@ class JsonRecord {
     field(key);
     m_out << '"';
     for (char c : value) {
-      if (c == '"' || c == '\\') m_out << '\\' << c;
+      if (c == '"' || c == '\\')
+        m_out << '\\' << c;
       else if (static_cast<unsigned char>(c) < 0x20) {
         char buf[8];
         std::snprintf(buf, sizeof buf, "\\u%04x", c);
         m_out << buf;
-      } else m_out << c;
+      } else
+        m_out << c;
     }
     m_out << '"';
     return *this;

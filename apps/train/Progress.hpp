@@ -23,7 +23,9 @@ inline std::string format_duration(double seconds) {
 class Progress {
  public:
   Progress(bool enabled, bool bar_allowed, std::uint64_t total_steps, std::uint64_t epochs)
-      : m_enabled(enabled), m_bar(enabled && bar_allowed && ::isatty(STDOUT_FILENO)), m_total(total_steps),
+      : m_enabled(enabled),
+        m_bar(enabled && bar_allowed && ::isatty(STDOUT_FILENO)),
+        m_total(total_steps),
         m_epochs(epochs) {}
 
   bool live() const { return m_bar; }
@@ -34,8 +36,8 @@ class Progress {
     char text[256];
     std::snprintf(text, sizeof text, "epoch %llu/%llu  step %llu/%llu  loss %.4f  %.0f samples/s  ETA %s",
                   static_cast<unsigned long long>(epoch), static_cast<unsigned long long>(m_epochs),
-                  static_cast<unsigned long long>(done), static_cast<unsigned long long>(m_total), loss,
-                  samples_per_s, format_duration(eta_s).c_str());
+                  static_cast<unsigned long long>(done), static_cast<unsigned long long>(m_total), loss, samples_per_s,
+                  format_duration(eta_s).c_str());
     if (m_bar) {
       constexpr int width = 24;
       const int filled = m_total ? static_cast<int>(width * done / m_total) : width;

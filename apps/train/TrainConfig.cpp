@@ -62,7 +62,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
   long long syn_train = 20000, syn_test = 4000, syn_features = 784, syn_classes = 10;
   double lr = -1.0, momentum = 0.9, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma = 0.1,
-         lr_min = 0.0, separation = 0.12;
+         lr_min = 0.0, separation = 3.0;
   bool nesterov = false, gpu_aware = false;
 
   po::options_description general("General");
@@ -97,18 +97,17 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "nesterov", po::bool_switch(&nesterov), "Nesterov momentum")(
       "weight-decay", po::value(&weight_decay)->default_value(weight_decay), "decoupled weight decay")(
       "beta1", po::value(&beta1)->default_value(beta1), "adam beta1")(
-      "beta2", po::value(&beta2)->default_value(beta2), "adam beta2")(
-      "adam-eps", po::value(&eps)->default_value(eps), "adam epsilon");
+      "beta2", po::value(&beta2)->default_value(beta2), "adam beta2")("adam-eps", po::value(&eps)->default_value(eps),
+                                                                      "adam epsilon");
   po::options_description exch("Gradient exchange");
   exch.add_options()("compressor", po::value(&compressor)->default_value(compressor), "dense | a2sgd")(
-      "a2sgd-averaging", po::value(&averaging)->default_value(averaging),
-      "mean (2 scalars) | weighted (4 scalars)")(
+      "a2sgd-averaging", po::value(&averaging)->default_value(averaging), "mean (2 scalars) | weighted (4 scalars)")(
       "a2sgd-residual", po::value(&residual)->default_value(residual), "residual reference: local | global")(
       "a2sgd-error-feedback", po::value(&error_feedback)->default_value(error_feedback), "on | off")(
       "a2sgd-warmup-steps", po::value(&warmup)->default_value(warmup), "first steps exchanged dense")(
       "a2sgd-average-every", po::value(&average_every)->default_value(average_every),
-      "average the replicas every K steps (0: never)")(
-      "gpu-aware-mpi", po::bool_switch(&gpu_aware), "hand device pointers to MPI (CUDA/ROCm-aware MPI)");
+      "average the replicas every K steps (0: never)")("gpu-aware-mpi", po::bool_switch(&gpu_aware),
+                                                       "hand device pointers to MPI (CUDA/ROCm-aware MPI)");
   po::options_description out("Output");
   out.add_options()("eval-every", po::value(&eval_every),
                     "steps between evaluations (0: once, at the end; default: once per epoch)")(
@@ -116,11 +115,12 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "log-every", po::value(&log_every)->default_value(log_every), "steps between progress/metrics records")(
       "output-dir", po::value(&c.output_dir), "directory for metrics.jsonl and config.ini")(
       "metrics", po::value(&c.metrics), "JSON Lines metrics file (default: <output-dir>/metrics.jsonl)")(
-      "quiet", po::bool_switch(&c.quiet), "no progress output")(
-      "no-progress-bar", "plain progress lines even on a terminal");
+      "quiet", po::bool_switch(&c.quiet), "no progress output")("no-progress-bar",
+                                                                "plain progress lines even on a terminal");
 
-  po::options_description all("a2sgd-train: data-parallel training with A2SGD or dense all-reduce\n\n"
-                              "Usage: mpirun -np P a2sgd-train [options]\n");
+  po::options_description all(
+      "a2sgd-train: data-parallel training with A2SGD or dense all-reduce\n\n"
+      "Usage: mpirun -np P a2sgd-train [options]\n");
   all.add(general).add(model).add(run).add(exch).add(out);
 
   po::variables_map vm;
@@ -181,7 +181,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.progress_bar = !vm.count("no-progress-bar");
 
   // Exchange method and its options.
-  require(compressor == "dense" || compressor == "a2sgd", "compressor", compressor, "unknown method (valid: dense, a2sgd)");
+  require(compressor == "dense" || compressor == "a2sgd", "compressor", compressor,
+          "unknown method (valid: dense, a2sgd)");
   c.exchange.method = compressor;
   c.exchange.common.gpu_aware_mpi = gpu_aware;
   c.exchange.a2sgd.averaging = parse_global_averaging(averaging);

@@ -35,8 +35,8 @@ std::pair<double, double> sharded_eval(const Communicator& comm, const Execution
   for (Index b = begin; b < end; b += eval_batch) {
     const Index e = std::min(end, b + eval_batch);
     const auto range = std::make_pair(b, e);
-    const nn::LossResult r =
-        model.evaluate(exec, params, Kokkos::subview(test.images, range, Kokkos::ALL), Kokkos::subview(test.labels, range));
+    const nn::LossResult r = model.evaluate(exec, params, Kokkos::subview(test.images, range, Kokkos::ALL),
+                                            Kokkos::subview(test.labels, range));
     sums[0] += r.loss_sum;
     sums[1] += static_cast<double>(r.correct);
   }
@@ -155,13 +155,14 @@ void Trainer::run() {
       m_interval_loss += r.loss_sum;
       m_interval_samples += static_cast<double>(c.batch_size);
       m_interval_train_s += step_s;
-      if (done % c.log_every == 0 || done == m_total_steps) log_step(done, r.loss_sum / c.batch_size);
+      if (done % c.log_every == 0 || done == m_total_steps)
+        log_step(done, r.loss_sum / c.batch_size);
       else if (m_progress->live() && done % 10 == 0)
         m_progress->status(done, epoch_of(done), r.loss_sum / c.batch_size, m_last_samples_per_s,
                            m_train_s / done * (m_total_steps - done), false);
 
-      const bool eval_due = c.eval_every ? (*c.eval_every > 0 && done % *c.eval_every == 0)
-                                         : done % m_steps_per_epoch == 0;
+      const bool eval_due =
+          c.eval_every ? (*c.eval_every > 0 && done % *c.eval_every == 0) : done % m_steps_per_epoch == 0;
       if (eval_due || done == m_total_steps) {
         if (last_eval_step != done) {
           last_eval = evaluate();
@@ -290,11 +291,11 @@ void Trainer::write_summary(std::uint64_t done, const EvalResult& last) {
   for (const auto& [key, value] : m_exchange->options()) rec.add("a2sgd_" + key, value);
   m_metrics.write(rec);
   if (m_comm.rank() == 0 && !m_config.quiet) {
-    std::printf("done: %llu steps in %.1f s; %.3f ms per step (compute %.3f, compress %.3f, communication %.3f, "
-                "optimizer %.3f)\n",
-                static_cast<unsigned long long>(done), m_wall.seconds(), 1e3 * m_train_s / steps,
-                1e3 * m_compute_s / steps, 1e3 * st.total.compress_s / steps, 1e3 * st.total.comm_s / steps,
-                1e3 * st.total.optimizer_s / steps);
+    std::printf(
+        "done: %llu steps in %.1f s; %.3f ms per step (compute %.3f, compress %.3f, communication %.3f, "
+        "optimizer %.3f)\n",
+        static_cast<unsigned long long>(done), m_wall.seconds(), 1e3 * m_train_s / steps, 1e3 * m_compute_s / steps,
+        1e3 * st.total.compress_s / steps, 1e3 * st.total.comm_s / steps, 1e3 * st.total.optimizer_s / steps);
     std::printf("      %.0f bytes per step per rank handed to MPI (dense all-reduce: %.0f, %.1fx less)\n",
                 bytes_per_step, dense_bytes, bytes_per_step > 0 ? dense_bytes / bytes_per_step : 0.0);
     std::printf("      test accuracy %.4f (replica 0), %.4f (averaged model)\n", last.test_accuracy,

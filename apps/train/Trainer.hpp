@@ -11,7 +11,7 @@ namespace a2sgd::train {
 
 /// Results of one evaluation (identical on every rank).
 struct EvalResult {
-  double test_loss = 0.0;          // rank 0's replica
+  double test_loss = 0.0;  // rank 0's replica
   double test_accuracy = 0.0;
   double test_loss_averaged = 0.0;  // the mean of all replicas
   double test_accuracy_averaged = 0.0;

@@ -45,8 +45,9 @@ int run(int argc, char** argv, const Communicator& comm) {
   try {
     trainer.run();
   } catch (const NonFiniteError& e) {
-    report(comm, std::string("training diverged: ") + e.what() + ". Try a smaller learning rate (--lr " +
-                     std::to_string(config.lr.base_lr / 10) + "), or --compressor dense to compare.");
+    char hint[96];
+    std::snprintf(hint, sizeof hint, ". Try a smaller learning rate (e.g. --lr %g).", config.lr.base_lr / 10);
+    report(comm, std::string("training diverged: ") + e.what() + hint);
     return 3;
   } catch (const CollectiveError& e) {
     report(comm, std::string("error: ") + e.what());

@@ -100,7 +100,16 @@ void Communicator::raise_if_any(bool failed, const std::string& message) const {
   A2SGD_MPI_CHECK(MPI_Bcast(&length, 1, MPI_UINT64_T, origin, m_comm));
   std::string text = m_rank == origin ? message : std::string(length, '\0');
   if (length > 0) broadcast(text.data(), text.size(), origin);
-  throw CollectiveError(m_size > 1 ? "rank " + std::to_string(origin) + ": " + text : text, origin);
+  // Error path only: how many ranks failed decides how the message is attributed.
+  int failures = failed ? 1 : 0;
+  A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, m_comm));
+  std::string prefix;
+  if (failures < m_size) {
+    prefix = "rank " + std::to_string(origin);
+    if (failures > 1) prefix += " (and " + std::to_string(failures - 1) + " more)";
+    prefix += ": ";
+  }
+  throw CollectiveError(prefix + text, origin);
 }
 
 void Communicator::require_same(std::uint64_t value, const std::string& what) const {

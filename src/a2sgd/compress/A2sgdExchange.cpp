@@ -102,8 +102,7 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
       throw NonFiniteError(
           local.non_finite > 0
               ? where + "this rank's error-compensated gradient g + e has " + std::to_string(local.non_finite) +
-                    " non-finite (NaN/Inf) entries of " + std::to_string(size()) +
-                    "; nothing was updated (a smaller learning rate usually helps)"
+                    " non-finite (NaN/Inf) entries of " + std::to_string(size()) + "; nothing was updated"
               : where + "another rank's gradient has non-finite (NaN/Inf) entries; nothing was updated",
           -1);
     }

@@ -93,8 +93,7 @@ void Exchange::apply_dense(const FloatView& params, const ConstFloatView& grad, 
   if (non_finite > 0)
     throw NonFiniteError(name() + " step " + std::to_string(steps()) + ": the averaged gradient has " +
                              std::to_string(non_finite) +
-                             " non-finite (NaN/Inf) values; the parameters are no longer finite (a smaller "
-                             "learning rate usually helps)",
+                             " non-finite (NaN/Inf) values; the parameters are no longer finite",
                          -1);
 }
 

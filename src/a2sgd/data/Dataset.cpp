@@ -43,7 +43,8 @@ void normalize(DatasetPair& pair) {
   const auto inv_std = static_cast<float>(var > 1e-24 ? 1.0 / std::sqrt(var) : 1.0);
   for (Matrix m : {pair.train.images, pair.test.images}) {
     Kokkos::parallel_for(
-        "a2sgd::data::normalize", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, static_cast<Index>(m.size())),
+        "a2sgd::data::normalize",
+        Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, static_cast<Index>(m.size())),
         KOKKOS_LAMBDA(Index i) { m.data()[i] = (m.data()[i] - shift) * inv_std; });
   }
   Kokkos::fence();

@@ -3,12 +3,12 @@
 
 #include <zlib.h>
 
+#include <sys/stat.h>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <sstream>
-#include <sys/stat.h>
 
 namespace a2sgd::data {
 namespace {
@@ -95,7 +95,9 @@ Dataset to_dataset(const std::string& name, const IdxArray& images, const std::s
 Dataset load_split(const std::string& dir, const std::string& prefix, const std::string& name, int num_classes) {
   const std::string images_path = find_file(dir, prefix + "-images-idx3-ubyte");
   const std::string labels_path = find_file(dir, prefix + "-labels-idx1-ubyte");
-  return to_dataset(name, read_idx(images_path), images_path, read_idx(labels_path), labels_path, num_classes);
+  const IdxArray images = read_idx(images_path);  // images first: errors come in a fixed order
+  const IdxArray labels = read_idx(labels_path);
+  return to_dataset(name, images, images_path, labels, labels_path, num_classes);
 }
 
 }  // namespace
@@ -110,19 +112,21 @@ IdxArray read_idx(const std::string& path) {
   unsigned char header[4];
   if (read_some(f.get(), header, 4, path) < 4) throw InvalidArgument(path + ": truncated (no IDX header)");
   IdxArray a;
-  a.magic = (std::uint32_t(header[0]) << 24) | (std::uint32_t(header[1]) << 16) | (std::uint32_t(header[2]) << 8) |
-            header[3];
+  a.magic =
+      (std::uint32_t(header[0]) << 24) | (std::uint32_t(header[1]) << 16) | (std::uint32_t(header[2]) << 8) | header[3];
   if (header[0] != 0 || header[1] != 0)
     throw InvalidArgument(path + ": magic number " + hex(a.magic) + " is not that of an IDX file (not IDX data?)");
   if (header[2] != 0x08)
     throw InvalidArgument(path + ": IDX data type " + hex(header[2]) + " is not supported (only unsigned bytes, 0x08)");
   const int ndims = header[3];
-  if (ndims < 1 || ndims > 4) throw InvalidArgument(path + ": " + std::to_string(ndims) + " dimensions is not supported");
+  if (ndims < 1 || ndims > 4)
+    throw InvalidArgument(path + ": " + std::to_string(ndims) + " dimensions is not supported");
   std::size_t total = 1;
   for (int d = 0; d < ndims; ++d) {
     unsigned char b[4];
     if (read_some(f.get(), b, 4, path) < 4) throw InvalidArgument(path + ": truncated (incomplete IDX header)");
-    const std::uint32_t extent = (std::uint32_t(b[0]) << 24) | (std::uint32_t(b[1]) << 16) | (std::uint32_t(b[2]) << 8) | b[3];
+    const std::uint32_t extent =
+        (std::uint32_t(b[0]) << 24) | (std::uint32_t(b[1]) << 16) | (std::uint32_t(b[2]) << 8) | b[3];
     a.dims.push_back(extent);
     if (extent != 0 && total > (std::size_t(1) << 36) / extent)
       throw InvalidArgument(path + ": dimensions are implausibly large");
@@ -131,18 +135,20 @@ IdxArray read_idx(const std::string& path) {
   a.data.resize(total);
   const std::size_t got = read_some(f.get(), a.data.data(), total, path);
   if (got < total)
-    throw InvalidArgument(path + ": truncated: expected " + std::to_string(total) + " data bytes after the header, found " +
-                          std::to_string(got));
+    throw InvalidArgument(path + ": truncated: expected " + std::to_string(total) +
+                          " data bytes after the header, found " + std::to_string(got));
   unsigned char extra[256];
   const std::size_t trailing = read_some(f.get(), extra, sizeof extra, path);
-  if (trailing > 0) throw InvalidArgument(path + ": unexpected bytes after the " + std::to_string(total) + " data bytes");
+  if (trailing > 0)
+    throw InvalidArgument(path + ": unexpected bytes after the " + std::to_string(total) + " data bytes");
   return a;
 }
 
 DatasetPair load_idx_dataset(const std::string& directory, const std::string& name, int num_classes) {
   struct stat st {};
   if (::stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw InvalidArgument("data directory " + directory + " does not exist (for Fashion-MNIST: apt-get install "
+    throw InvalidArgument("data directory " + directory +
+                          " does not exist (for Fashion-MNIST: apt-get install "
                           "dataset-fashion-mnist, or pass --data-dir)");
   DatasetPair pair{load_split(directory, "train", name + "-train", num_classes),
                    load_split(directory, "t10k", name + "-test", num_classes)};

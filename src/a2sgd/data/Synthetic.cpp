@@ -46,7 +46,8 @@ DatasetPair make_synthetic(const SyntheticConfig& c) {
   c.validate();
   std::vector<float> centres(static_cast<std::size_t>(c.classes * c.features));
   Rng rng(derive_seed(c.seed, 0));
-  for (auto& v : centres) v = static_cast<float>(c.separation * rng.normal());
+  const double scale = c.separation / std::sqrt(static_cast<double>(c.features));
+  for (auto& v : centres) v = static_cast<float>(scale * rng.normal());
   DatasetPair pair{generate("synthetic-train", c.train_samples, c, centres, 1),
                    generate("synthetic-test", c.test_samples, c, centres, 2)};
   normalize(pair);

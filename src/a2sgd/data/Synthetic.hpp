@@ -14,9 +14,10 @@ struct SyntheticConfig {
   Index test_samples = 4000;
   Index features = 784;
   int classes = 10;
-  /// Centre coordinates are N(0, separation^2); every sample adds N(0, 1) noise per feature.
-  /// Larger separation is easier.
-  double separation = 0.12;
+  /// Centre coordinates are N(0, separation^2 / features), so two centres lie about
+  /// separation * sqrt(2) apart whatever the dimension; every sample adds N(0, 1) noise per
+  /// feature. Larger separation is easier.
+  double separation = 3.0;
   std::uint64_t seed = 1;
 
   void validate() const;

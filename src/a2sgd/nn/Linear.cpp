@@ -11,7 +11,8 @@ using Policy2 = Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>;
 void add_bias_activate(const ExecutionSpace& exec, const Matrix& y, const FloatView& bias, Activation act) {
   const bool relu = act == Activation::relu;
   Kokkos::parallel_for(
-      "a2sgd::nn::bias_activation", Policy2(exec, {0, 0}, {static_cast<Index>(y.extent(0)), static_cast<Index>(y.extent(1))}),
+      "a2sgd::nn::bias_activation",
+      Policy2(exec, {0, 0}, {static_cast<Index>(y.extent(0)), static_cast<Index>(y.extent(1))}),
       KOKKOS_LAMBDA(Index r, Index c) {
         const float v = y(r, c) + bias(c);
         y(r, c) = relu && v < 0.0f ? 0.0f : v;
@@ -21,7 +22,8 @@ void add_bias_activate(const ExecutionSpace& exec, const Matrix& y, const FloatV
 void column_sums(const ExecutionSpace& exec, const ConstMatrix& dy, const FloatView& out) {
   const Index rows = static_cast<Index>(dy.extent(0));
   Kokkos::parallel_for(
-      "a2sgd::nn::bias_grad", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(dy.extent(1))),
+      "a2sgd::nn::bias_grad",
+      Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(dy.extent(1))),
       KOKKOS_LAMBDA(Index c) {
         double s = 0.0;
         for (Index r = 0; r < rows; ++r) s += dy(r, c);
@@ -31,7 +33,8 @@ void column_sums(const ExecutionSpace& exec, const ConstMatrix& dy, const FloatV
 
 void relu_mask(const ExecutionSpace& exec, const Matrix& dx, const ConstMatrix& x) {
   Kokkos::parallel_for(
-      "a2sgd::nn::relu_backward", Policy2(exec, {0, 0}, {static_cast<Index>(dx.extent(0)), static_cast<Index>(dx.extent(1))}),
+      "a2sgd::nn::relu_backward",
+      Policy2(exec, {0, 0}, {static_cast<Index>(dx.extent(0)), static_cast<Index>(dx.extent(1))}),
       KOKKOS_LAMBDA(Index r, Index c) {
         if (!(x(r, c) > 0.0f)) dx(r, c) = 0.0f;
       });
@@ -45,9 +48,9 @@ void linear_forward(const ExecutionSpace& exec, const ConstMatrix& x, const Matr
   add_bias_activate(exec, y, bias, act);
 }
 
-void linear_backward(const ExecutionSpace& exec, const ConstMatrix& x, const ConstMatrix& dy,
-                     const MatrixView& weight, const MatrixView& weight_grad, const FloatView& bias_grad,
-                     const Matrix& dx, Activation x_activation) {
+void linear_backward(const ExecutionSpace& exec, const ConstMatrix& x, const ConstMatrix& dy, const MatrixView& weight,
+                     const MatrixView& weight_grad, const FloatView& bias_grad, const Matrix& dx,
+                     Activation x_activation) {
   KokkosBlas::gemm("T", "N", 1.0f, dy, x, 0.0f, weight_grad);
   column_sums(exec, dy, bias_grad);
   if (dx.extent(0) == 0) return;

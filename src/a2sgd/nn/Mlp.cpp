@@ -13,7 +13,9 @@ InitScheme parse_init_scheme(std::string_view name) {
   throw InvalidArgument("unknown initialisation \"" + std::string(name) + "\" (valid: he, xavier)");
 }
 
-std::string to_string(InitScheme scheme) { return scheme == InitScheme::he ? "he" : "xavier"; }
+std::string to_string(InitScheme scheme) {
+  return scheme == InitScheme::he ? "he" : "xavier";
+}
 
 Mlp::Mlp(const MlpConfig& config, ParameterStore& store) : m_config(config), m_store(&store) {
   if (config.inputs < 1 || config.classes < 2)
@@ -50,8 +52,8 @@ void Mlp::initialize(const FloatView& params, std::uint64_t seed, InitScheme sch
     const double std_he = std::sqrt(2.0 / fan_in);
     const double bound = std::sqrt(6.0 / (fan_in + fan_out));
     for (Index i = 0; i < w.size; ++i)
-      host(w.offset + i) = static_cast<float>(scheme == InitScheme::he ? std_he * rng.normal()
-                                                                        : bound * (2.0 * rng.uniform() - 1.0));
+      host(w.offset + i) =
+          static_cast<float>(scheme == InitScheme::he ? std_he * rng.normal() : bound * (2.0 * rng.uniform() - 1.0));
   }
   Kokkos::deep_copy(params, host);
 }

@@ -1,0 +1,56 @@
+# End-to-end: a2sgd-train on 2 ranks on a synthetic problem, with METHOD (dense | a2sgd).
+# Checks the final accuracy of rank 0's replica and of the averaged model (>= MIN_ACCURACY),
+# the bytes handed to MPI per step, and the metrics file's records and fields.
+separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
+set(metrics ${WORKDIR}/metrics_${METHOD}.jsonl)
+file(REMOVE ${metrics})
+execute_process(
+  COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} --compressor ${METHOD} --dataset synthetic
+          --synthetic-train 4000 --synthetic-test 1000 --synthetic-features 64 --synthetic-classes 4
+          --hidden 32 --epochs 3 --batch-size 32 --log-every 20 --metrics ${metrics} --no-progress-bar
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message("${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "a2sgd-train (${METHOD}) exited with ${rc}")
+endif()
+file(STRINGS ${metrics} lines)
+list(LENGTH lines count)
+# 186 steps: a train record every 20 steps and at the end (10), 3 evaluations, 1 summary.
+if(NOT count EQUAL 14)
+  message(FATAL_ERROR "expected 14 metrics records, found ${count}")
+endif()
+list(GET lines 0 first)
+foreach(key step epoch wall_s loss comm_bytes compress_s comm_s optimizer_s compute_s)
+  if(NOT first MATCHES "\"${key}\": ")
+    message(FATAL_ERROR "train record lacks \"${key}\": ${first}")
+  endif()
+endforeach()
+string(REGEX MATCHALL "\"event\": \"eval\"[^\n]*" evals "${lines}")
+foreach(key test_loss test_accuracy test_accuracy_averaged replica_divergence)
+  if(NOT evals MATCHES "\"${key}\": ")
+    message(FATAL_ERROR "eval record lacks \"${key}\"")
+  endif()
+endforeach()
+list(GET lines -1 summary)
+if(NOT summary MATCHES "\"event\": \"summary\"")
+  message(FATAL_ERROR "last record is not the summary: ${summary}")
+endif()
+foreach(key test_accuracy test_accuracy_averaged bytes_per_step)
+  if(NOT summary MATCHES "\"${key}\": ([0-9.e+-]+)")
+    message(FATAL_ERROR "summary lacks ${key}")
+  endif()
+  set(${key} ${CMAKE_MATCH_1})
+endforeach()
+if(test_accuracy LESS ${MIN_ACCURACY} OR test_accuracy_averaged LESS ${MIN_ACCURACY})
+  message(FATAL_ERROR "${METHOD}: accuracy ${test_accuracy} (replica) / ${test_accuracy_averaged} (averaged) "
+                      "below ${MIN_ACCURACY}")
+endif()
+# 64-32-4 MLP: 2212 parameters; dense hands 4 n bytes to MPI per step, A2SGD 2 doubles.
+if(METHOD STREQUAL "a2sgd")
+  set(expected_bytes 16)
+else()
+  set(expected_bytes 8848)
+endif()
+if(NOT bytes_per_step EQUAL expected_bytes)
+  message(FATAL_ERROR "${METHOD}: ${bytes_per_step} bytes per step, expected ${expected_bytes}")
+endif()
