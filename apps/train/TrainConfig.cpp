@@ -118,9 +118,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "quiet", po::bool_switch(&c.quiet), "no progress output")("no-progress-bar",
                                                                 "plain progress lines even on a terminal");
 
-  po::options_description all(
-      "a2sgd-train: data-parallel training with A2SGD or dense all-reduce\n\n"
-      "Usage: mpirun -np P a2sgd-train [options]\n");
+  po::options_description all;
   all.add(general).add(model).add(run).add(exch).add(out);
 
   po::variables_map vm;
@@ -138,7 +136,11 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   }
   if (vm.count("help")) {
     std::ostringstream text;
-    text << all;
+    text << "a2sgd-train: data-parallel training with A2SGD or dense all-reduce\n\n"
+         << "Usage: mpirun -np P a2sgd-train [options]\n\n"
+         << all
+         << "\nKokkos options (--kokkos-help) may be added. Exit codes: 0 success, 2 invalid options or "
+            "data, 3 training diverged, 1 other errors.";
     help_text = text.str();
     return ParseOutcome::help;
   }

@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
 
 using namespace a2sgd;
 
@@ -60,12 +62,17 @@ int run(int argc, char** argv, const Communicator& comm) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  // Kokkos sees only its own --kokkos-* arguments (it would answer --help itself); we see the rest.
+  std::vector<char*> kokkos_args{argv[0]}, our_args{argv[0]};
+  for (int i = 1; i < argc; ++i)
+    (std::string(argv[i]).rfind("--kokkos", 0) == 0 ? kokkos_args : our_args).push_back(argv[i]);
+  int kokkos_argc = static_cast<int>(kokkos_args.size());
   int code = 0;
   {
-    Kokkos::ScopeGuard kokkos(argc, argv);
+    Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
     try {
       Communicator comm;
-      code = run(argc, argv, comm);
+      code = run(static_cast<int>(our_args.size()), our_args.data(), comm);
     } catch (const std::exception& e) {
       // An error raised on this rank alone: report it and take the job down rather than leave
       // the other ranks waiting in a collective.

@@ -1,5 +1,6 @@
-# a2sgd-train on 2 ranks with bad input: each case must end with the stated exit code and one
-# clear message, on every rank, without hanging (the test's TIMEOUT catches a hang).
+# a2sgd-train's command line on 2 ranks: an INI config file with command-line overrides, and bad
+# input: each bad case must end with the stated exit code and one clear message, on every rank,
+# without hanging (the test's TIMEOUT catches a hang).
 separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
 set(syn --dataset synthetic --synthetic-train 400 --synthetic-test 100 --synthetic-features 8
         --synthetic-classes 2 --no-progress-bar --log-every 1000)
@@ -43,3 +44,24 @@ expect(2 "no-such-option" ${syn} --config ${WORKDIR}/bad.ini)
 # Divergence: a huge learning rate overflows the loss; every rank stops at the same step.
 expect(3 "training diverged: .*step [0-9]+.*Try a smaller learning rate" ${syn} --compressor dense --lr 1e30)
 expect(3 "training diverged: .*Try a smaller learning rate" ${syn} --compressor a2sgd --lr 1e30)
+
+# --config FILE with a command-line override; the effective configuration lands in --output-dir.
+file(WRITE ${WORKDIR}/good.ini "compressor = dense\nlr = 0.01\nsteps = 5\nhidden = 8\n")
+file(REMOVE_RECURSE ${WORKDIR}/cli_out)
+execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} ${syn} --config ${WORKDIR}/good.ini --lr 0.02
+                        --output-dir ${WORKDIR}/cli_out --quiet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "--config run failed (${rc}): ${out}${err}")
+endif()
+file(READ ${WORKDIR}/cli_out/config.ini ini)
+foreach(line "compressor = dense" "lr = 0.02" "steps = 5" "hidden = 8" "optimizer = momentum")
+  string(FIND "${ini}" "${line}\n" at)
+  if(at LESS 0)
+    message(FATAL_ERROR "effective config.ini lacks '${line}':\n${ini}")
+  endif()
+endforeach()
+if(NOT EXISTS ${WORKDIR}/cli_out/metrics.jsonl)
+  message(FATAL_ERROR "--output-dir did not receive metrics.jsonl")
+endif()
+message(STATUS "ok: --config with override")

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Time per training step of a2sgd-train --compressor dense against PyTorch DistributedDataParallel
+# (gloo, CPU, one thread per rank) on the same MLP, batch and rank count, measured in one run:
+# the two alternate REPEATS times and the medians are compared. Needs python3-torch (Debian),
+# installed here when missing and running as root.
+#
+# Environment: A2SGD_BUILD_DIR (default: build), RANKS (2), STEPS (600), REPEATS (3),
+# PYTHON (/usr/bin/python3, Debian's interpreter that python3-torch installs into).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/.." && pwd)"
+source "${root}/scripts/deps.sh"
+a2sgd_install_deps
+python="${PYTHON:-/usr/bin/python3}"
+if ! "${python}" -c "import torch" 2>/dev/null; then
+  if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch
+  else
+    echo "compare_pytorch_ddp.sh: needs PyTorch for ${python} (Debian: apt-get install python3-torch)" >&2
+    exit 1
+  fi
+fi
+
+build="${A2SGD_BUILD_DIR:-${root}/build}"
+cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "${build}" --parallel "$(nproc 2>/dev/null || echo 2)" --target a2sgd-train >/dev/null
+
+ranks="${RANKS:-2}"
+steps="${STEPS:-600}"
+repeats="${REPEATS:-3}"
+warmup=50
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+mpi_flags=()
+if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then mpi_flags+=(--oversubscribe); fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "${tmp}"' EXIT
+
+ours=()
+theirs=()
+for ((i = 1; i <= repeats; ++i)); do
+  # The same number of steps as PyTorch's warm-up + timed steps; step_time_s averages them all.
+  mpiexec "${mpi_flags[@]}" -n "${ranks}" "${build}/apps/train/a2sgd-train" --compressor dense \
+    --steps $((steps + warmup)) --eval-every 0 --quiet --metrics "${tmp}/m.jsonl"
+  ours+=("$(tail -n 1 "${tmp}/m.jsonl" | grep -o '"step_time_s": [^,}]*' | cut -d' ' -f2)")
+  theirs+=("$("${python}" "${here}/pytorch_ddp_mlp.py" --ranks "${ranks}" --steps "${steps}" --warmup "${warmup}" |
+    grep -o '"step_time_s": [^,}]*' | cut -d' ' -f2)")
+  echo "round ${i}: a2sgd dense ${ours[-1]} s/step, PyTorch DDP ${theirs[-1]} s/step"
+done
+
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+a="$(median "${ours[@]}")"
+t="$(median "${theirs[@]}")"
+awk -v a="${a}" -v t="${t}" -v p="${ranks}" 'BEGIN {
+  printf "MLP 784-256-256-10, batch 64 per rank, %d ranks, one thread per rank\n", p
+  printf "  a2sgd-train --compressor dense : %.3f ms per step (median)\n", 1e3 * a
+  printf "  PyTorch DDP (gloo)             : %.3f ms per step (median)\n", 1e3 * t
+  printf "  ratio a2sgd / PyTorch          : %.3f\n", a / t }'
