@@ -60,6 +60,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   std::string averaging = "mean", residual = "local", error_feedback = "on", config_file;
   long long epochs = 3, steps = 0, batch = 64, eval_every = -1, log_every = 50, warmup = 0, lr_warmup = 0;
   long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
+  long long checkpoint_every = 0, keep_checkpoints = 3;
   long long syn_train = 20000, syn_test = 4000, syn_features = 784, syn_classes = 10;
   double lr = -1.0, momentum = 0.9, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma = 0.1,
          lr_min = 0.0, separation = 3.0;
@@ -117,9 +118,17 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "metrics", po::value(&c.metrics), "JSON Lines metrics file (default: <output-dir>/metrics.jsonl)")(
       "quiet", po::bool_switch(&c.quiet), "no progress output")("no-progress-bar",
                                                                 "plain progress lines even on a terminal");
+  po::options_description ckpt("Checkpoints");
+  ckpt.add_options()("checkpoint-dir", po::value(&c.checkpoint_dir), "directory of checkpoint files")(
+      "checkpoint-every", po::value(&checkpoint_every)->default_value(checkpoint_every),
+      "steps between checkpoints (0: only the final one, written when --checkpoint-dir is set)")(
+      "keep-checkpoints", po::value(&keep_checkpoints)->default_value(keep_checkpoints),
+      "newest checkpoints kept in the directory (0: all)")(
+      "resume", po::value(&c.resume), "auto (newest valid checkpoint in --checkpoint-dir, or start fresh) | FILE")(
+      "eval-only", po::bool_switch(&c.eval_only), "evaluate the checkpoint given by --resume and exit");
 
   po::options_description all;
-  all.add(general).add(model).add(run).add(exch).add(out);
+  all.add(general).add(model).add(run).add(exch).add(out).add(ckpt);
 
   po::variables_map vm;
   try {
@@ -181,6 +190,14 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.eval_batch = eval_batch;
   if (vm.count("eval-every")) c.eval_every = static_cast<std::uint64_t>(eval_every);
   c.progress_bar = !vm.count("no-progress-bar");
+  require(checkpoint_every >= 0, "checkpoint-every", checkpoint_every, "must not be negative");
+  require(keep_checkpoints >= 0, "keep-checkpoints", keep_checkpoints, "must not be negative");
+  c.checkpoint_every = static_cast<std::uint64_t>(checkpoint_every);
+  c.keep_checkpoints = static_cast<std::uint64_t>(keep_checkpoints);
+  if (c.checkpoint_every > 0 && c.checkpoint_dir.empty())
+    throw InvalidArgument("--checkpoint-every needs --checkpoint-dir");
+  if (c.resume == "auto" && c.checkpoint_dir.empty()) throw InvalidArgument("--resume auto needs --checkpoint-dir");
+  if (c.eval_only && (c.resume.empty() || c.resume == "auto")) throw InvalidArgument("--eval-only needs --resume FILE");
 
   // Exchange method and its options.
   require(compressor == "dense" || compressor == "a2sgd", "compressor", compressor,

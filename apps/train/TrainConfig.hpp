@@ -36,6 +36,12 @@ struct TrainConfig {
   std::string metrics;
   bool quiet = false;
   bool progress_bar = true;
+  // checkpoints
+  std::string checkpoint_dir;
+  std::uint64_t checkpoint_every = 0;  // 0: only the final checkpoint
+  std::uint64_t keep_checkpoints = 3;  // 0: keep all
+  std::string resume;                  // "", "auto" or a file
+  bool eval_only = false;
 
   /// The options as an INI file that --config reads back.
   std::string to_ini() const;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 namespace a2sgd::train {
 namespace {
@@ -107,6 +108,7 @@ void Trainer::setup() {
   m_averaged = FloatView("a2sgd::train::averaged", static_cast<std::size_t>(m_store.size()));
   m_replica0 = FloatView("a2sgd::train::replica0", static_cast<std::size_t>(m_store.size()));
   m_progress = std::make_unique<Progress>(m_comm.rank() == 0 && !c.quiet, c.progress_bar, m_total_steps, m_epochs);
+  if (!c.resume.empty()) resume();
 
   if (m_comm.rank() == 0 && !c.quiet) {
     std::printf("a2sgd-train: %s on %s (%lld train / %lld test samples), %lld parameters, %d ranks\n",
@@ -122,16 +124,17 @@ void Trainer::setup() {
 
 void Trainer::run() {
   const TrainConfig& c = m_config;
+  if (c.eval_only) return run_eval_only();
   auto host_order = Kokkos::create_mirror_view(m_order);
   EvalResult last_eval;
   std::uint64_t last_eval_step = std::numeric_limits<std::uint64_t>::max();
   m_wall.restart();
-  std::uint64_t done = 0;
+  std::uint64_t done = m_start_step;
   try {
     for (; done < m_total_steps;) {
       const std::uint64_t step = done;
       const std::uint64_t position = step % m_steps_per_epoch;
-      if (position == 0) {
+      if (position == 0 || step == m_start_step) {
         const auto indices = m_sampler->epoch_indices(step / m_steps_per_epoch);
         for (std::size_t i = 0; i < indices.size(); ++i) host_order(i) = indices[i];
         Kokkos::deep_copy(m_order, host_order);
@@ -151,6 +154,7 @@ void Trainer::run() {
       const double step_s = step_clock.seconds();
       m_train_s += step_s;
       ++done;
+      fault_point("step", done, m_comm.rank());
 
       m_interval_loss += r.loss_sum;
       m_interval_samples += static_cast<double>(c.batch_size);
@@ -170,6 +174,14 @@ void Trainer::run() {
           log_eval(done, last_eval);
         }
       }
+      if (c.checkpoint_every > 0 && done % c.checkpoint_every == 0 && done < m_total_steps)
+        save_checkpoint(done, last_eval_step == done);
+    }
+    if (done == m_start_step && m_start_step > 0 && last_eval_step != done) {
+      // Resumed a finished run: nothing to train, report the evaluation again.
+      last_eval = evaluate();
+      last_eval_step = done;
+      log_eval(done, last_eval);
     }
   } catch (const NonFiniteError& e) {
     m_progress->finish();
@@ -177,11 +189,13 @@ void Trainer::run() {
                         .add("event", "diverged")
                         .add("step", done)
                         .add("epoch", epoch_of(done + 1))
-                        .add("wall_s", m_wall.seconds())
+                        .add("wall_s", m_wall_offset + m_wall.seconds())
                         .add("message", e.what()));
     throw;
   }
   m_progress->finish();
+  // The final checkpoint holds the averaged model of the final evaluation.
+  if (!c.checkpoint_dir.empty() && done > m_start_step) save_checkpoint(done, last_eval_step == done);
   write_summary(done, last_eval);
 }
 
@@ -197,7 +211,7 @@ void Trainer::log_step(std::uint64_t done, double last_loss) {
                       .add("event", "train")
                       .add("step", done)
                       .add("epoch", epoch_of(done))
-                      .add("wall_s", m_wall.seconds())
+                      .add("wall_s", m_wall_offset + m_wall.seconds())
                       .add("lr", (*m_schedule)(done - 1))
                       .add("loss", loss)
                       .add("samples_per_s", samples_per_s)
@@ -209,13 +223,15 @@ void Trainer::log_step(std::uint64_t done, double last_loss) {
                       .add("compute_s", m_compute_s));
   m_progress->status(done, epoch_of(done), loss, samples_per_s, eta, true);
   m_last_samples_per_s = samples_per_s;
-  m_interval_loss = m_interval_samples = m_interval_train_s = 0.0;
+  // A record at the end of the run that is off the --log-every grid leaves the interval open, so
+  // that a run resumed from the final checkpoint logs the same intervals as an uninterrupted one.
+  if (done % m_config.log_every == 0) m_interval_loss = m_interval_samples = m_interval_train_s = 0.0;
 }
 
-EvalResult Trainer::evaluate() {
+EvalResult Trainer::evaluate(bool averaged_ready) {
   Stopwatch clock;
   EvalResult r;
-  m_exchange->average_replicas(m_store.params(), m_averaged);
+  if (!averaged_ready) m_exchange->average_replicas(m_store.params(), m_averaged);
   std::tie(r.test_loss_averaged, r.test_accuracy_averaged) =
       sharded_eval(m_comm, m_exec, *m_model, m_averaged, m_data.test, m_config.eval_batch);
   if (m_comm.rank() == 0) Kokkos::deep_copy(m_replica0, m_store.params());
@@ -240,7 +256,7 @@ void Trainer::log_eval(std::uint64_t done, const EvalResult& r) {
                       .add("event", "eval")
                       .add("step", done)
                       .add("epoch", epoch_of(done))
-                      .add("wall_s", m_wall.seconds())
+                      .add("wall_s", m_wall_offset + m_wall.seconds())
                       .add("test_loss", r.test_loss)
                       .add("test_accuracy", r.test_accuracy)
                       .add("test_loss_averaged", r.test_loss_averaged)
@@ -258,6 +274,7 @@ void Trainer::log_eval(std::uint64_t done, const EvalResult& r) {
 void Trainer::write_summary(std::uint64_t done, const EvalResult& last) {
   const ExchangeStats& st = m_exchange->stats();
   const double steps = static_cast<double>(std::max<std::uint64_t>(done, 1));
+  const double wall = m_wall_offset + m_wall.seconds();
   const double bytes_per_step = static_cast<double>(st.total.bytes_sent) / steps;
   const double dense_bytes = 4.0 * static_cast<double>(m_store.size());
   JsonRecord rec;
@@ -272,7 +289,7 @@ void Trainer::write_summary(std::uint64_t done, const EvalResult& last) {
       .add("batch_size", static_cast<std::int64_t>(m_config.batch_size))
       .add("steps", done)
       .add("epochs", m_epochs)
-      .add("wall_s", m_wall.seconds())
+      .add("wall_s", m_wall_offset + m_wall.seconds())
       .add("train_s", m_train_s)
       .add("step_time_s", m_train_s / steps)
       .add("compute_s_per_step", m_compute_s / steps)
@@ -294,13 +311,228 @@ void Trainer::write_summary(std::uint64_t done, const EvalResult& last) {
     std::printf(
         "done: %llu steps in %.1f s; %.3f ms per step (compute %.3f, compress %.3f, communication %.3f, "
         "optimizer %.3f)\n",
-        static_cast<unsigned long long>(done), m_wall.seconds(), 1e3 * m_train_s / steps, 1e3 * m_compute_s / steps,
+        static_cast<unsigned long long>(done), wall, 1e3 * m_train_s / steps, 1e3 * m_compute_s / steps,
         1e3 * st.total.compress_s / steps, 1e3 * st.total.comm_s / steps, 1e3 * st.total.optimizer_s / steps);
     std::printf("      %.0f bytes per step per rank handed to MPI (dense all-reduce: %.0f, %.1fx less)\n",
                 bytes_per_step, dense_bytes, bytes_per_step > 0 ? dense_bytes / bytes_per_step : 0.0);
     std::printf("      test accuracy %.4f (replica 0), %.4f (averaged model)\n", last.test_accuracy,
                 last.test_accuracy_averaged);
   }
+}
+
+// ---- checkpoints ----
+
+namespace {
+
+std::string join_options(const std::vector<std::pair<std::string, std::string>>& options) {
+  std::string s;
+  for (const auto& [k, v] : options) s += (s.empty() ? "" : ";") + k + "=" + v;
+  return s;
+}
+
+std::string optimizer_options(const OptimizerConfig& o) {
+  std::ostringstream out;
+  out.precision(12);
+  out << "momentum=" << o.momentum << ";nesterov=" << o.nesterov << ";beta1=" << o.beta1 << ";beta2=" << o.beta2
+      << ";epsilon=" << o.epsilon << ";weight_decay=" << o.weight_decay;
+  return out.str();
+}
+
+}  // namespace
+
+io::CheckpointMetadata Trainer::checkpoint_metadata(std::uint64_t done) const {
+  io::CheckpointMetadata m;
+  m.library_version = version();
+  m.model = m_model->describe();
+  m.layout = m_store.describe();
+  m.compressor = m_exchange->name();
+  m.compressor_options = join_options(m_exchange->options());
+  m.optimizer = to_string(m_config.optimizer.kind);
+  m.optimizer_options = optimizer_options(m_config.optimizer);
+  m.dataset = m_config.dataset;
+  m.world_size = m_comm.size();
+  m.num_params = m_store.size();
+  m.batch_size = m_config.batch_size;
+  m.seed = m_config.seed;
+  m.step = done;
+  m.epoch = done / m_steps_per_epoch;
+  m.samples_in_epoch = (done % m_steps_per_epoch) * static_cast<std::uint64_t>(m_config.batch_size) *
+                       static_cast<std::uint64_t>(m_comm.size());
+  return m;
+}
+
+// The views of this run's state, and the training loop's counters as per-rank scalars.
+io::CheckpointState Trainer::checkpoint_state() {
+  io::CheckpointState st;
+  st.params = m_store.params();
+  st.averaged = m_averaged;
+  st.exchange_state = m_exchange->state();
+  st.optimizer_state = m_optimizer->state();
+  st.optimizer_steps = m_optimizer->steps();
+  st.exchange_steps = m_exchange->steps();
+  const ExchangeStats& x = m_exchange->stats();
+  st.scalars = {{"interval_loss", m_interval_loss},
+                {"interval_samples", m_interval_samples},
+                {"exchange_bytes", static_cast<double>(x.total.bytes_sent)},
+                {"exchange_messages", static_cast<double>(x.total.messages)}};
+  st.timers = {{"interval_train_s", m_interval_train_s},
+               {"last_samples_per_s", m_last_samples_per_s},
+               {"compute_s", m_compute_s},
+               {"train_s", m_train_s},
+               {"wall_s", m_wall_offset + m_wall.seconds()},
+               {"exchange_compress_s", x.total.compress_s},
+               {"exchange_comm_s", x.total.comm_s},
+               {"exchange_optimizer_s", x.total.optimizer_s}};
+  return st;
+}
+
+void Trainer::save_checkpoint(std::uint64_t done, bool averaged_ready) {
+  Stopwatch clock;
+  if (!averaged_ready) m_exchange->average_replicas(m_store.params(), m_averaged);
+  const std::string path = io::checkpoint_path(m_config.checkpoint_dir, done);
+  if (m_comm.rank() == 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(m_config.checkpoint_dir, ec);
+  }
+  const std::uint64_t bytes = io::write_checkpoint(m_comm, path, checkpoint_metadata(done), checkpoint_state());
+  const double seconds = clock.seconds();
+  if (m_comm.rank() == 0 && m_config.keep_checkpoints > 0) {
+    const auto all = io::list_checkpoints(m_config.checkpoint_dir);
+    for (std::size_t i = m_config.keep_checkpoints; i < all.size(); ++i) {
+      std::error_code ec;
+      std::filesystem::remove(all[i].second, ec);
+    }
+  }
+  m_metrics.write(JsonRecord()
+                      .add("event", "checkpoint")
+                      .add("step", done)
+                      .add("file", path)
+                      .add("bytes", bytes)
+                      .add("write_s", seconds));
+  char text[512];
+  std::snprintf(text, sizeof text, "checkpoint  step %llu  %s  (%.1f MB in %.3f s)",
+                static_cast<unsigned long long>(done), path.c_str(), static_cast<double>(bytes) / 1e6, seconds);
+  m_progress->line(text);
+}
+
+std::string Trainer::find_resume_file() {
+  const std::string& dir = m_config.checkpoint_dir;
+  if (m_comm.rank() == 0) {
+    // A write that was killed leaves its temporary file: never a candidate, removed here.
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec))
+      for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.size() > 4 && name[0] == '.' && name.rfind(".tmp") == name.size() - 4) {
+          m_progress->line("note: removing " + entry.path().string() + " (a checkpoint write that did not finish)");
+          std::filesystem::remove(entry.path(), ec);
+        }
+      }
+  }
+  // Every rank sees the same directory; rank 0's listing decides.
+  std::vector<std::pair<std::uint64_t, std::string>> candidates;
+  std::uint64_t count = 0;
+  if (m_comm.rank() == 0) {
+    candidates = io::list_checkpoints(dir);
+    count = candidates.size();
+  }
+  m_comm.broadcast(&count, 1, 0);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::string path = m_comm.rank() == 0 ? candidates[i].second : std::string();
+    std::uint64_t len = path.size();
+    m_comm.broadcast(&len, 1, 0);
+    path.resize(len);
+    m_comm.broadcast(path.data(), len, 0);
+    try {
+      io::read_checkpoint_metadata(m_comm, path);
+      return path;
+    } catch (const CollectiveError& e) {
+      m_progress->line(std::string("warning: skipping ") + path + ": " + e.what());
+    }
+  }
+  return {};
+}
+
+void Trainer::resume() {
+  const TrainConfig& c = m_config;
+  Stopwatch clock;
+  const std::string path = c.resume == "auto" ? find_resume_file() : c.resume;
+  if (path.empty()) {
+    m_progress->line("no checkpoint in " + c.checkpoint_dir + ": starting from step 0");
+    return;
+  }
+  const io::CheckpointMetadata meta = io::read_checkpoint_metadata(m_comm, path);
+  m_comm.all_or_throw([&] {
+    if (meta.num_params != m_store.size() || meta.layout != m_store.describe())
+      throw InvalidArgument("checkpoint " + path + " was written for model '" + meta.model + "' (" +
+                            std::to_string(meta.num_params) + " parameters); this run builds '" + m_model->describe() +
+                            "' (" + std::to_string(m_store.size()) + " parameters)");
+    if (meta.compressor != m_exchange->name())
+      throw InvalidArgument("checkpoint " + path + " holds the state of compressor '" + meta.compressor +
+                            "'; this run uses '" + m_exchange->name() + "' (--compressor " + meta.compressor +
+                            " to continue it)");
+    if (meta.optimizer != to_string(c.optimizer.kind))
+      throw InvalidArgument("checkpoint " + path + " holds the state of optimizer '" + meta.optimizer +
+                            "'; this run uses '" + to_string(c.optimizer.kind) + "' (--optimizer " + meta.optimizer +
+                            " to continue it)");
+  });
+  auto note = [&](bool differs, const std::string& what) {
+    if (differs) m_progress->line("note: " + what + " differs from the checkpoint's; continuing with this run's");
+  };
+  note(meta.dataset != c.dataset, "--dataset");
+  note(meta.seed != c.seed, "--seed (data order)");
+  note(meta.batch_size != c.batch_size, "--batch-size");
+  note(meta.compressor_options != join_options(m_exchange->options()), "the exchange options");
+  note(meta.optimizer_options != optimizer_options(c.optimizer), "the optimizer options");
+
+  io::CheckpointState st = checkpoint_state();
+  io::read_checkpoint(m_comm, path, meta, st);
+  auto scalar = [&](const char* name) {
+    for (const auto* list : {&st.scalars, &st.timers})
+      for (const auto& [k, v] : *list)
+        if (k == name) return v;
+    return 0.0;
+  };
+  const bool same_world = meta.world_size == m_comm.size();
+  // Same world size: continue exactly at the checkpoint's step. Otherwise continue in the same
+  // epoch at the same fraction of its samples.
+  m_start_step = same_world ? meta.step
+                            : meta.epoch * m_steps_per_epoch +
+                                  meta.samples_in_epoch / (static_cast<std::uint64_t>(c.batch_size) * m_comm.size());
+  m_optimizer->set_steps(st.optimizer_steps);
+  ExchangeStats x;
+  x.steps = same_world ? st.exchange_steps : m_start_step;
+  x.total.bytes_sent = static_cast<std::uint64_t>(scalar("exchange_bytes"));
+  x.total.messages = static_cast<std::uint64_t>(scalar("exchange_messages"));
+  x.total.compress_s = scalar("exchange_compress_s");
+  x.total.comm_s = scalar("exchange_comm_s");
+  x.total.optimizer_s = scalar("exchange_optimizer_s");
+  m_exchange->restore_stats(x);
+  m_interval_loss = scalar("interval_loss");
+  m_interval_samples = scalar("interval_samples");
+  m_interval_train_s = scalar("interval_train_s");
+  m_last_samples_per_s = scalar("last_samples_per_s");
+  m_compute_s = scalar("compute_s");
+  m_train_s = scalar("train_s");
+  m_wall_offset = scalar("wall_s");
+  const double seconds = clock.seconds();
+  m_metrics.write(JsonRecord()
+                      .add("event", "resume")
+                      .add("step", m_start_step)
+                      .add("file", path)
+                      .add("from_world_size", meta.world_size)
+                      .add("read_s", seconds));
+  char text[512];
+  std::snprintf(text, sizeof text, "resumed from %s (step %llu, %lld ranks%s) in %.3f s", path.c_str(),
+                static_cast<unsigned long long>(m_start_step), static_cast<long long>(meta.world_size),
+                same_world ? "" : ", elastic restart", seconds);
+  m_progress->line(text);
+}
+
+void Trainer::run_eval_only() {
+  // The averaged model is the one stored in the checkpoint: the exact vector its run evaluated.
+  const EvalResult r = evaluate(true);
+  log_eval(m_start_step, r);
 }
 
 }  // namespace a2sgd::train

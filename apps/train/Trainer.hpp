@@ -5,6 +5,8 @@
 #include "Progress.hpp"
 #include "TrainConfig.hpp"
 
+#include <a2sgd/core/FaultInjection.hpp>
+
 #include <memory>
 
 namespace a2sgd::train {
@@ -31,7 +33,13 @@ class Trainer {
   void run();
 
  private:
-  EvalResult evaluate();
+  EvalResult evaluate(bool averaged_ready = false);
+  void resume();
+  std::string find_resume_file();
+  void save_checkpoint(std::uint64_t done, bool averaged_ready);
+  io::CheckpointMetadata checkpoint_metadata(std::uint64_t done) const;
+  io::CheckpointState checkpoint_state();
+  void run_eval_only();
   void log_step(std::uint64_t done, double loss);
   void log_eval(std::uint64_t done, const EvalResult& r);
   void write_summary(std::uint64_t done, const EvalResult& last);
@@ -55,6 +63,8 @@ class Trainer {
   FloatView m_averaged;
   FloatView m_replica0;
 
+  std::uint64_t m_start_step = 0;  // steps already done when this run started (resume)
+  double m_wall_offset = 0.0;      // wall time of the runs before a resume
   std::uint64_t m_steps_per_epoch = 0;
   std::uint64_t m_total_steps = 0;
   std::uint64_t m_epochs = 0;

@@ -19,6 +19,7 @@
 #include <a2sgd/data/Idx.hpp>
 #include <a2sgd/data/ShardSampler.hpp>
 #include <a2sgd/data/Synthetic.hpp>
+#include <a2sgd/io/Checkpoint.hpp>
 #include <a2sgd/nn/Linear.hpp>
 #include <a2sgd/nn/Mlp.hpp>
 #include <a2sgd/nn/SoftmaxCrossEntropy.hpp>

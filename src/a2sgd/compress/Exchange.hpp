@@ -56,6 +56,8 @@ class Exchange {
   /// Steps completed (drives warm-up and periodic averaging); restored on restart.
   std::uint64_t steps() const noexcept { return m_stats.steps; }
   void set_steps(std::uint64_t steps) noexcept { m_stats.steps = steps; }
+  /// Restores the accounting of an interrupted run (checkpoint restart).
+  void restore_stats(const ExchangeStats& stats) noexcept { m_stats = stats; }
 
   Index size() const noexcept { return m_size; }
   const Communicator& comm() const noexcept { return *m_comm; }

@@ -1,0 +1,629 @@
+#include <a2sgd/comm/ViewCollectives.hpp>
+#include <a2sgd/core/FaultInjection.hpp>
+#include <a2sgd/io/Checkpoint.hpp>
+#include <a2sgd/io/impl/Hdf5.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace a2sgd::io {
+namespace {
+
+using impl::check;
+using impl::Handle;
+namespace fs = std::filesystem;
+
+// MPI-IO counts are int: one collective transfer moves at most 2^28 floats (1 GiB).
+constexpr hsize_t max_transfer = hsize_t(1) << 28;
+
+using HostFloats = Kokkos::View<float*, Kokkos::HostSpace>;
+
+HostFloats to_host(const FloatView& v) {
+  return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+}
+
+Handle mpio_fapl(const Communicator& comm) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate(file access) failed");
+  check(H5Pset_fapl_mpio(fapl.get(), comm.get(), MPI_INFO_NULL), "H5Pset_fapl_mpio failed");
+  return fapl;
+}
+
+Handle transfer_plist(bool collective) {
+  Handle dxpl(H5Pcreate(H5P_DATASET_XFER), H5Pclose, "H5Pcreate(transfer) failed");
+  check(H5Pset_dxpl_mpio(dxpl.get(), collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
+        "H5Pset_dxpl_mpio failed");
+  return dxpl;
+}
+
+// ---- attributes (collective: every rank writes the same value) ----
+
+void write_attr(hid_t obj, const char* name, hid_t type, const void* value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate failed");
+  Handle attr(H5Acreate2(obj, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+              std::string("cannot create attribute ") + name);
+  check(H5Awrite(attr.get(), type, value), std::string("cannot write attribute ") + name);
+}
+
+void write_attr(hid_t obj, const char* name, std::int64_t v) {
+  write_attr(obj, name, H5T_NATIVE_INT64, &v);
+}
+void write_attr(hid_t obj, const char* name, std::uint64_t v) {
+  write_attr(obj, name, H5T_NATIVE_UINT64, &v);
+}
+void write_attr(hid_t obj, const char* name, const std::string& v) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy failed");
+  check(H5Tset_size(type.get(), std::max<std::size_t>(v.size(), 1)), "H5Tset_size failed");
+  const std::string padded = v.empty() ? std::string(1, '\0') : v;
+  write_attr(obj, name, type.get(), padded.data());
+}
+
+bool has_attr(hid_t obj, const char* name) {
+  return H5Aexists(obj, name) > 0;
+}
+
+template <class T>
+T read_int_attr(hid_t obj, const char* name, hid_t type, const std::string& file) {
+  if (!has_attr(obj, name)) throw Error(file + ": attribute \"" + name + "\" is missing");
+  Handle attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose, file + ": cannot open attribute " + name);
+  T v{};
+  check(H5Aread(attr.get(), type, &v), file + ": cannot read attribute " + name);
+  return v;
+}
+
+std::string read_string_attr(hid_t obj, const char* name, const std::string& file) {
+  if (!has_attr(obj, name)) throw Error(file + ": attribute \"" + name + "\" is missing");
+  Handle attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose, file + ": cannot open attribute " + name);
+  Handle type(H5Aget_type(attr.get()), H5Tclose, file + ": cannot read the type of attribute " + name);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0)
+    throw Error(file + ": attribute \"" + name + "\" is not a fixed-length string");
+  std::string v(H5Tget_size(type.get()), '\0');
+  check(H5Aread(attr.get(), type.get(), v.data()), file + ": cannot read attribute " + name);
+  v.erase(std::find(v.begin(), v.end(), '\0'), v.end());
+  return v;
+}
+
+// ---- datasets ----
+
+Handle create_group(hid_t file, const char* name) {
+  return Handle(H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                std::string("cannot create group ") + name);
+}
+
+// [p, n] float32; every rank writes its row.
+void write_rows(hid_t file, const std::string& name, const HostFloats& row, int p, int rank, hid_t dxpl) {
+  const hsize_t n = row.extent(0);
+  const hsize_t dims[2] = {static_cast<hsize_t>(p), n};
+  Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose, "H5Screate_simple failed");
+  Handle dset(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+              H5Dclose, "cannot create dataset " + name);
+  for (hsize_t off = 0; off < n; off += max_transfer) {
+    const hsize_t len = std::min(max_transfer, n - off);
+    const hsize_t start[2] = {static_cast<hsize_t>(rank), off}, count[2] = {1, len};
+    check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), "hyperslab failed");
+    Handle mem(H5Screate_simple(1, &len, nullptr), H5Sclose, "H5Screate_simple failed");
+    check(H5Dwrite(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl, row.data() + off),
+          "cannot write dataset " + name);
+  }
+}
+
+// [n] float32 written by rank 0 (the others take part in the collective with an empty selection).
+void write_vector(hid_t file, const std::string& name, const HostFloats& v, hsize_t n, int rank, hid_t dxpl) {
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "H5Screate_simple failed");
+  Handle dset(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+              H5Dclose, "cannot create dataset " + name);
+  float dummy = 0.0f;
+  for (hsize_t off = 0; off < n; off += max_transfer) {
+    // Every rank takes part with the same extents; ranks other than 0 select nothing (a
+    // zero-sized dataspace would make HDF5 skip the collective call on those ranks).
+    const hsize_t len = std::min(max_transfer, n - off);
+    Handle mem(H5Screate_simple(1, &len, nullptr), H5Sclose, "H5Screate_simple failed");
+    if (rank == 0) {
+      check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, &off, nullptr, &len, nullptr), "hyperslab failed");
+    } else {
+      check(H5Sselect_none(space.get()), "H5Sselect_none failed");
+      check(H5Sselect_none(mem.get()), "H5Sselect_none failed");
+    }
+    check(H5Dwrite(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl, rank == 0 ? v.data() + off : &dummy),
+          "cannot write dataset " + name);
+  }
+}
+
+std::vector<hsize_t> dataset_shape(hid_t file, const std::string& name, const std::string& path) {
+  if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0) throw Error(path + ": dataset " + name + " is missing");
+  Handle dset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose, path + ": cannot open dataset " + name);
+  Handle space(H5Dget_space(dset.get()), H5Sclose, path + ": cannot read the shape of " + name);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 0) throw Error(path + ": cannot read the shape of " + name);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+void require_shape(hid_t file, const std::string& name, const std::vector<hsize_t>& want, const std::string& path) {
+  const auto got = dataset_shape(file, name, path);
+  if (got != want) {
+    auto str = [](const std::vector<hsize_t>& d) {
+      std::string s = "[";
+      for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+      return s + "]";
+    };
+    throw Error(path + ": dataset " + name + " has shape " + str(got) + ", expected " + str(want));
+  }
+}
+
+// Reads row `row` of an [p, n] dataset (or the whole of an [n] one when row < 0) into `out`.
+void read_row(hid_t file, const std::string& name, hsize_t row, bool vector, float* out, hsize_t n, hid_t dxpl,
+              const std::string& path) {
+  Handle dset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose, path + ": cannot open dataset " + name);
+  Handle space(H5Dget_space(dset.get()), H5Sclose, path + ": cannot read dataset " + name);
+  for (hsize_t off = 0; off < n; off += max_transfer) {
+    const hsize_t len = std::min(max_transfer, n - off);
+    if (vector) {
+      check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, &off, nullptr, &len, nullptr), "hyperslab failed");
+    } else {
+      const hsize_t start[2] = {row, off}, count[2] = {1, len};
+      check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), "hyperslab failed");
+    }
+    Handle mem(H5Screate_simple(1, &len, nullptr), H5Sclose, "H5Screate_simple failed");
+    check(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl, out + off),
+          path + ": cannot read dataset " + name + " (truncated or corrupt file?)");
+  }
+}
+
+// Per-rank named values: [p, k] float64 with their names as an attribute.
+void write_named_values(hid_t f, const char* name, const std::vector<std::pair<std::string, double>>& values, int p,
+                        int rank, hid_t dxpl) {
+  const hsize_t k = values.size();
+  const hsize_t dims[2] = {static_cast<hsize_t>(p), std::max<hsize_t>(k, 1)};
+  Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose, "H5Screate_simple failed");
+  Handle dset(H5Dcreate2(f, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+              std::string("cannot create dataset ") + name);
+  std::vector<double> row(dims[1], 0.0);
+  std::string names;
+  for (std::size_t i = 0; i < k; ++i) {
+    row[i] = values[i].second;
+    names += (i ? "\n" : "") + values[i].first;
+  }
+  const hsize_t start[2] = {static_cast<hsize_t>(rank), 0}, count[2] = {1, dims[1]};
+  check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), "hyperslab failed");
+  Handle mem(H5Screate_simple(1, &dims[1], nullptr), H5Sclose, "H5Screate_simple failed");
+  check(H5Dwrite(dset.get(), H5T_NATIVE_DOUBLE, mem.get(), space.get(), dxpl, row.data()),
+        std::string("cannot write dataset ") + name);
+  write_attr(dset.get(), "names", names);
+}
+
+// Restores named per-rank values: this rank's row (same world size) or the mean over the old
+// ranks (elastic restart). Every requested name must be present.
+void read_named_values(hid_t f, const char* name, std::vector<std::pair<std::string, double>>& values, hsize_t p_old,
+                       bool same, int rank, hid_t dxpl, const std::string& path) {
+  const auto dims = dataset_shape(f, name, path);
+  if (dims.size() != 2 || dims[0] != p_old) throw Error(path + ": dataset " + name + " has the wrong shape");
+  Handle dset(H5Dopen2(f, name, H5P_DEFAULT), H5Dclose, path + ": cannot open " + name);
+  std::vector<std::string> names;
+  const std::string all_names = read_string_attr(dset.get(), "names", path);
+  for (std::size_t start = 0; !all_names.empty() && start <= all_names.size();) {
+    const std::size_t end = std::min(all_names.find('\n', start), all_names.size());
+    names.push_back(all_names.substr(start, end - start));
+    start = end + 1;
+  }
+  std::vector<double> all(dims[0] * dims[1]);
+  check(H5Dread(dset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, dxpl, all.data()), path + ": cannot read " + name);
+  for (auto& [key, value] : values) {
+    const auto it = std::find(names.begin(), names.end(), key);
+    if (it == names.end()) throw Error(path + ": per-rank value \"" + key + "\" is missing from " + name);
+    const auto col = static_cast<std::size_t>(it - names.begin());
+    if (same) {
+      value = all[static_cast<std::size_t>(rank) * dims[1] + col];
+    } else {
+      double sum = 0.0;
+      for (hsize_t r = 0; r < p_old; ++r) sum += all[r * dims[1] + col];
+      value = sum / static_cast<double>(p_old);
+    }
+  }
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string exchange_dataset(const std::string& name) {
+  return "/replicas/" + name;
+}
+std::string optimizer_dataset(const std::string& name) {
+  return "/replicas/optimizer/" + name;
+}
+
+Handle open_read_only(const Communicator& comm, const std::string& path) {
+  impl::silence_hdf5_errors();
+  std::error_code ec;
+  comm.raise_if_any(!fs::is_regular_file(path, ec), "checkpoint " + path + " does not exist or is not a file");
+  Handle file;
+  comm.all_or_throw([&] {
+    Handle fapl = mpio_fapl(comm);
+    file = Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose,
+                  "cannot open checkpoint " + path + ": not an HDF5 file, or truncated");
+  });
+  return file;
+}
+
+}  // namespace
+
+std::string checkpoint_path(const std::string& dir, std::uint64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "ckpt-%09llu.h5", static_cast<unsigned long long>(step));
+  return (fs::path(dir) / name).string();
+}
+
+std::vector<std::pair<std::uint64_t, std::string>> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<std::uint64_t, std::string>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return found;
+  static const std::regex pattern("ckpt-([0-9]+)\\.h5");
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file(ec) && std::regex_match(name, m, pattern))
+      found.emplace_back(std::stoull(m[1].str()), entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return found;
+}
+
+std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path, const CheckpointMetadata& meta,
+                               const CheckpointState& state) {
+  impl::silence_hdf5_errors();
+  const int p = comm.size(), rank = comm.rank();
+  const auto n = static_cast<std::size_t>(meta.num_params);
+  comm.all_or_throw([&] {
+    auto need = [&](const FloatView& v, const std::string& what) {
+      if (v.extent(0) != n)
+        throw InvalidArgument("write_checkpoint: " + what + " has " + std::to_string(v.extent(0)) + " values, not " +
+                              std::to_string(n));
+    };
+    need(state.params, "params");
+    need(state.averaged, "averaged model");
+    for (const auto& s : state.exchange_state) need(s.view, s.name);
+    for (const auto& s : state.optimizer_state) need(s.view, s.name);
+    if (meta.world_size != p)
+      throw InvalidArgument("write_checkpoint: metadata world size differs from the communicator");
+  });
+  const fs::path final_path(path);
+  const std::string tmp = (final_path.parent_path() / ("." + final_path.filename().string() + ".tmp")).string();
+  // Identical attribute values on every rank (parallel HDF5 metadata writes are collective).
+  std::string created = meta.created.empty() ? now_utc() : meta.created;
+  std::uint64_t created_len = created.size();
+  comm.broadcast(&created_len, 1, 0);
+  created.resize(created_len);
+  comm.broadcast(created.data(), created.size(), 0);
+
+  Kokkos::fence();
+  const HostFloats params = to_host(state.params);
+  std::vector<HostFloats> exch, optim;
+  for (const auto& s : state.exchange_state) exch.push_back(to_host(s.view));
+  for (const auto& s : state.optimizer_state) optim.push_back(to_host(s.view));
+  const HostFloats averaged = rank == 0 ? to_host(state.averaged) : HostFloats("empty", 0);
+
+  Handle file;
+  comm.all_or_throw([&] {
+    Handle fapl = mpio_fapl(comm);
+    file = Handle(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
+                  "cannot create checkpoint file " + tmp + " (missing directory, no permission or disk full?)");
+  });
+  // From here every call is collective and its failure is symmetric in practice (I/O errors of a
+  // shared file); a failure still becomes a CollectiveError below.
+  comm.all_or_throw([&] {
+    const hid_t f = file.get();
+    write_attr(f, "format_version", meta.format_version);
+    write_attr(f, "library_version", meta.library_version);
+    write_attr(f, "model", meta.model);
+    write_attr(f, "layout", meta.layout);
+    write_attr(f, "compressor", meta.compressor);
+    write_attr(f, "compressor_options", meta.compressor_options);
+    write_attr(f, "optimizer", meta.optimizer);
+    write_attr(f, "optimizer_options", meta.optimizer_options);
+    write_attr(f, "dataset", meta.dataset);
+    write_attr(f, "world_size", meta.world_size);
+    write_attr(f, "num_params", meta.num_params);
+    write_attr(f, "batch_size", meta.batch_size);
+    write_attr(f, "seed", meta.seed);
+    write_attr(f, "step", meta.step);
+    write_attr(f, "epoch", meta.epoch);
+    write_attr(f, "samples_in_epoch", meta.samples_in_epoch);
+    write_attr(f, "created", created);
+    write_attr(f, "optimizer_steps", state.optimizer_steps);
+    write_attr(f, "exchange_steps", state.exchange_steps);
+
+    Handle dxpl = transfer_plist(true);
+    Handle replicas = create_group(f, "/replicas");
+    Handle optimizer_group = create_group(f, "/replicas/optimizer");
+    Handle model = create_group(f, "/model");
+    write_rows(f, "/replicas/params", params, p, rank, dxpl.get());
+    for (std::size_t i = 0; i < exch.size(); ++i)
+      write_rows(f, exchange_dataset(state.exchange_state[i].name), exch[i], p, rank, dxpl.get());
+    for (std::size_t i = 0; i < optim.size(); ++i)
+      write_rows(f, optimizer_dataset(state.optimizer_state[i].name), optim[i], p, rank, dxpl.get());
+    write_vector(f, "/model/params", averaged, n, rank, dxpl.get());
+
+    write_named_values(f, "/replicas/scalars", state.scalars, p, rank, dxpl.get());
+    write_named_values(f, "/replicas/timers", state.timers, p, rank, dxpl.get());
+    fault_point("checkpoint-write", meta.step, rank);
+    // Written last: a reader accepts only files that have it.
+    write_attr(f, "complete", std::int64_t(1));
+    check(H5Fflush(f, H5F_SCOPE_GLOBAL), "cannot flush " + tmp);
+  });
+  comm.all_or_throw([&] { file.close("cannot close " + tmp + " (disk full?)"); });
+
+  // Rank 0 publishes the file under its final name; rename() replaces atomically.
+  std::uint64_t bytes = 0;
+  comm.all_or_throw([&] {
+    if (rank != 0) return;
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      throw Error("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+    const std::string dir = final_path.parent_path().empty() ? "." : final_path.parent_path().string();
+    const int fd = ::open(dir.c_str(), O_RDONLY);
+    if (fd >= 0) {
+      ::fsync(fd);  // make the rename itself durable
+      ::close(fd);
+    }
+    std::error_code ec;
+    bytes = fs::file_size(path, ec);
+  });
+  comm.broadcast(&bytes, 1, 0);
+  return bytes;
+}
+
+CheckpointMetadata read_checkpoint_metadata(const Communicator& comm, const std::string& path) {
+  Handle file = open_read_only(comm, path);
+  CheckpointMetadata m;
+  comm.all_or_throw([&] {
+    const hid_t f = file.get();
+    if (!has_attr(f, "complete") || read_int_attr<std::int64_t>(f, "complete", H5T_NATIVE_INT64, path) != 1)
+      throw Error("checkpoint " + path + " is incomplete (its write did not finish)");
+    m.format_version = read_int_attr<std::int64_t>(f, "format_version", H5T_NATIVE_INT64, path);
+    if (m.format_version < 1 || m.format_version > checkpoint_format_version)
+      throw Error(path + ": checkpoint format version " + std::to_string(m.format_version) +
+                  " is not supported (this build reads up to " + std::to_string(checkpoint_format_version) + ")");
+    m.library_version = read_string_attr(f, "library_version", path);
+    m.model = read_string_attr(f, "model", path);
+    m.layout = read_string_attr(f, "layout", path);
+    m.compressor = read_string_attr(f, "compressor", path);
+    m.compressor_options = read_string_attr(f, "compressor_options", path);
+    m.optimizer = read_string_attr(f, "optimizer", path);
+    m.optimizer_options = read_string_attr(f, "optimizer_options", path);
+    m.dataset = read_string_attr(f, "dataset", path);
+    m.world_size = read_int_attr<std::int64_t>(f, "world_size", H5T_NATIVE_INT64, path);
+    m.num_params = read_int_attr<std::int64_t>(f, "num_params", H5T_NATIVE_INT64, path);
+    m.batch_size = read_int_attr<std::int64_t>(f, "batch_size", H5T_NATIVE_INT64, path);
+    m.seed = read_int_attr<std::uint64_t>(f, "seed", H5T_NATIVE_UINT64, path);
+    m.step = read_int_attr<std::uint64_t>(f, "step", H5T_NATIVE_UINT64, path);
+    m.epoch = read_int_attr<std::uint64_t>(f, "epoch", H5T_NATIVE_UINT64, path);
+    m.samples_in_epoch = read_int_attr<std::uint64_t>(f, "samples_in_epoch", H5T_NATIVE_UINT64, path);
+    m.created = read_string_attr(f, "created", path);
+    if (m.world_size < 1 || m.num_params < 1)
+      throw Error(path + ": world_size " + std::to_string(m.world_size) + " / num_params " +
+                  std::to_string(m.num_params) + " are not valid");
+    const auto p = static_cast<hsize_t>(m.world_size), n = static_cast<hsize_t>(m.num_params);
+    require_shape(f, "/replicas/params", {p, n}, path);
+    require_shape(f, "/model/params", {n}, path);
+  });
+  return m;
+}
+
+void read_checkpoint(const Communicator& comm, const std::string& path, const CheckpointMetadata& meta,
+                     CheckpointState& state) {
+  Handle file = open_read_only(comm, path);
+  const auto p_old = static_cast<hsize_t>(meta.world_size), n = static_cast<hsize_t>(meta.num_params);
+  const int p_new = comm.size(), rank = comm.rank();
+  const bool same = static_cast<int>(p_old) == p_new;
+  comm.all_or_throw([&] {
+    const hid_t f = file.get();
+    auto need = [&](const FloatView& v, const std::string& what) {
+      if (v.extent(0) != n)
+        throw InvalidArgument(path + ": holds " + std::to_string(n) + " parameters, this run's " + what + " has " +
+                              std::to_string(v.extent(0)));
+    };
+    need(state.params, "model");
+    need(state.averaged, "averaged model");
+    for (const auto& s : state.exchange_state) {
+      need(s.view, s.name);
+      require_shape(f, exchange_dataset(s.name), {p_old, n}, path);
+    }
+    for (const auto& s : state.optimizer_state) {
+      need(s.view, s.name);
+      require_shape(f, optimizer_dataset(s.name), {p_old, n}, path);
+    }
+    state.optimizer_steps = read_int_attr<std::uint64_t>(f, "optimizer_steps", H5T_NATIVE_UINT64, path);
+    state.exchange_steps = read_int_attr<std::uint64_t>(f, "exchange_steps", H5T_NATIVE_UINT64, path);
+  });
+
+  comm.all_or_throw([&] {
+    const hid_t f = file.get();
+    HostFloats buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::io::read"), n);
+    auto load = [&](const std::string& name, hsize_t row, bool vector, const FloatView& out, hid_t dxpl) {
+      read_row(f, name, row, vector, buffer.data(), n, dxpl, path);
+      Kokkos::deep_copy(out, buffer);
+    };
+    Handle collective = transfer_plist(true);
+    load("/model/params", 0, true, state.averaged, collective.get());
+    read_named_values(f, "/replicas/scalars", state.scalars, p_old, same, rank, collective.get(), path);
+    read_named_values(f, "/replicas/timers", state.timers, p_old, same, rank, collective.get(), path);
+    if (same) {
+      load("/replicas/params", static_cast<hsize_t>(rank), false, state.params, collective.get());
+      for (const auto& s : state.exchange_state)
+        load(exchange_dataset(s.name), static_cast<hsize_t>(rank), false, s.view, collective.get());
+      for (const auto& s : state.optimizer_state)
+        load(optimizer_dataset(s.name), static_cast<hsize_t>(rank), false, s.view, collective.get());
+      return;
+    }
+    // Elastic restart: new rank r reads old rows r, r + p_new, ... (independent I/O), then the
+    // rows are summed over all ranks.
+    Kokkos::deep_copy(state.params, state.averaged);
+    Handle independent = transfer_plist(false);
+    FloatView row("a2sgd::io::row", n);
+    auto sum_rows = [&](const std::string& name, const FloatView& out, float factor) {
+      Kokkos::deep_copy(out, 0.0f);
+      for (hsize_t r = static_cast<hsize_t>(rank); r < p_old; r += static_cast<hsize_t>(p_new)) {
+        load(name, r, false, row, independent.get());
+        const FloatView o = out, x = row;
+        Kokkos::parallel_for(
+            "a2sgd::io::accumulate", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, Index(n)),
+            KOKKOS_LAMBDA(Index i) { o(i) += x(i); });
+      }
+      Kokkos::fence();
+      allreduce_view(comm, out);
+      const FloatView o = out;
+      Kokkos::parallel_for(
+          "a2sgd::io::scale", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, Index(n)),
+          KOKKOS_LAMBDA(Index i) { o(i) *= factor; });
+      Kokkos::fence();
+    };
+    for (const auto& s : state.exchange_state) sum_rows(exchange_dataset(s.name), s.view, 1.0f / float(p_new));
+    for (const auto& s : state.optimizer_state) sum_rows(optimizer_dataset(s.name), s.view, 1.0f / float(p_old));
+  });
+}
+
+namespace {
+
+herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+Handle open_serial(const std::string& path) {
+  impl::silence_hdf5_errors();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error(path + " does not exist or is not a file");
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
+                "cannot open " + path + ": not an HDF5 file, or truncated");
+}
+
+// Datasets of a file (paths without the leading '/').
+std::vector<std::string> dataset_names(hid_t file) {
+  std::vector<std::string> links;
+  check(H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, collect_link, &links), "cannot list the file's objects");
+  std::vector<std::string> datasets;
+  for (const auto& name : links) {
+    const hid_t d = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+    if (d >= 0) {
+      datasets.push_back(name);
+      H5Dclose(d);
+    }
+  }
+  return datasets;
+}
+
+// Raw bytes of a float32/float64 dataset, and its shape.
+std::pair<std::vector<hsize_t>, std::vector<unsigned char>> dataset_bytes(hid_t file, const std::string& name,
+                                                                          std::size_t& element_size) {
+  Handle dset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose, "cannot open " + name);
+  Handle type(H5Dget_type(dset.get()), H5Tclose, "cannot read the type of " + name);
+  element_size = H5Tget_size(type.get());
+  const hid_t mem_type = element_size == 8 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
+  element_size = element_size == 8 ? 8 : 4;
+  Handle space(H5Dget_space(dset.get()), H5Sclose, "cannot read the shape of " + name);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(H5Sget_simple_extent_ndims(space.get())));
+  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  hsize_t count = 1;
+  for (hsize_t d : dims) count *= d;
+  std::vector<unsigned char> bytes(count * element_size);
+  check(H5Dread(dset.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), "cannot read " + name);
+  return {dims, bytes};
+}
+
+std::vector<std::string> attribute_names(hid_t file) {
+  Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose, "cannot open the root group");
+  const hid_t obj = root.get();
+  std::vector<std::string> names;
+  const int count = H5Aget_num_attrs(obj);
+  for (int i = 0; i < count; ++i) {
+    Handle attr(H5Aopen_by_idx(obj, ".", H5_INDEX_NAME, H5_ITER_INC, static_cast<hsize_t>(i), H5P_DEFAULT, H5P_DEFAULT),
+                H5Aclose, "cannot open an attribute");
+    char name[256] = {};
+    H5Aget_name(attr.get(), sizeof name, name);
+    names.push_back(name);
+  }
+  return names;
+}
+
+// An attribute's value as text (strings, integers).
+std::string attribute_text(hid_t obj, const std::string& name, const std::string& file) {
+  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "cannot open attribute " + name);
+  Handle type(H5Aget_type(attr.get()), H5Tclose, "cannot read attribute " + name);
+  if (H5Tget_class(type.get()) == H5T_STRING) return read_string_attr(obj, name.c_str(), file);
+  if (H5Tget_class(type.get()) == H5T_INTEGER) {
+    if (H5Tget_sign(type.get()) == H5T_SGN_NONE)
+      return std::to_string(read_int_attr<std::uint64_t>(obj, name.c_str(), H5T_NATIVE_UINT64, file));
+    return std::to_string(read_int_attr<std::int64_t>(obj, name.c_str(), H5T_NATIVE_INT64, file));
+  }
+  return "(binary)";
+}
+
+}  // namespace
+
+std::vector<std::string> compare_checkpoints(const std::string& a, const std::string& b) {
+  Handle fa = open_serial(a), fb = open_serial(b);
+  std::vector<std::string> diffs;
+  const auto attrs_a = attribute_names(fa.get()), attrs_b = attribute_names(fb.get());
+  if (attrs_a != attrs_b) diffs.push_back("the files have different root attributes");
+  for (const auto& name : attrs_a) {
+    if (name == "created" || name == "library_version" || !has_attr(fb.get(), name.c_str())) continue;
+    const auto va = attribute_text(fa.get(), name, a), vb = attribute_text(fb.get(), name, b);
+    if (va != vb) diffs.push_back("attribute " + name + ": " + va + " vs " + vb);
+  }
+  const auto da = dataset_names(fa.get()), db = dataset_names(fb.get());
+  if (da != db) diffs.push_back("the files hold different datasets");
+  for (const auto& name : da) {
+    if (name == "replicas/timers" || std::find(db.begin(), db.end(), name) == db.end()) continue;
+    std::size_t ea = 0, eb = 0;
+    const auto [shape_a, bytes_a] = dataset_bytes(fa.get(), name, ea);
+    const auto [shape_b, bytes_b] = dataset_bytes(fb.get(), name, eb);
+    if (shape_a != shape_b || ea != eb) {
+      diffs.push_back("dataset /" + name + ": shapes or types differ");
+      continue;
+    }
+    std::size_t differing = 0, first = 0;
+    for (std::size_t i = 0; i < bytes_a.size(); i += ea)
+      if (std::memcmp(&bytes_a[i], &bytes_b[i], ea) != 0 && differing++ == 0) first = i / ea;
+    if (differing > 0)
+      diffs.push_back("dataset /" + name + ": " + std::to_string(differing) + " of " +
+                      std::to_string(bytes_a.size() / ea) + " values differ (first at flat index " +
+                      std::to_string(first) + ")");
+  }
+  return diffs;
+}
+
+std::string describe_checkpoint(const std::string& path) {
+  Handle f = open_serial(path);
+  std::string out = path + "\n";
+  for (const auto& name : attribute_names(f.get()))
+    out += "  @" + name + " = " + attribute_text(f.get(), name, path) + "\n";
+  for (const auto& name : dataset_names(f.get())) {
+    std::size_t element = 0;
+    Handle dset(H5Dopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Dclose, "cannot open " + name);
+    Handle space(H5Dget_space(dset.get()), H5Sclose, "cannot read " + name);
+    Handle type(H5Dget_type(dset.get()), H5Tclose, "cannot read " + name);
+    element = H5Tget_size(type.get());
+    std::vector<hsize_t> dims(static_cast<std::size_t>(H5Sget_simple_extent_ndims(space.get())));
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    out += "  /" + name + " [";
+    for (std::size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
+    out += "] float" + std::to_string(8 * element) + "\n";
+  }
+  return out;
+}
+
+}  // namespace a2sgd::io
