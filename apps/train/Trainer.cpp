@@ -108,7 +108,6 @@ void Trainer::setup() {
   m_averaged = FloatView("a2sgd::train::averaged", static_cast<std::size_t>(m_store.size()));
   m_replica0 = FloatView("a2sgd::train::replica0", static_cast<std::size_t>(m_store.size()));
   m_progress = std::make_unique<Progress>(m_comm.rank() == 0 && !c.quiet, c.progress_bar, m_total_steps, m_epochs);
-  if (!c.resume.empty()) resume();
 
   if (m_comm.rank() == 0 && !c.quiet) {
     std::printf("a2sgd-train: %s on %s (%lld train / %lld test samples), %lld parameters, %d ranks\n",
@@ -120,6 +119,7 @@ void Trainer::setup() {
                 static_cast<unsigned long long>(m_total_steps), static_cast<unsigned long long>(m_steps_per_epoch));
     std::fflush(stdout);
   }
+  if (!c.resume.empty()) resume();
 }
 
 void Trainer::run() {
