@@ -56,7 +56,7 @@ class Progress {
   void line(const std::string& text) {
     if (!m_enabled) return;
     if (m_dirty) std::printf("\r\033[K");
-    std::printf("%s\n", text.c_str());
+    if (!text.empty()) std::printf("%s\n", text.c_str());
     std::fflush(stdout);
     m_dirty = false;
   }

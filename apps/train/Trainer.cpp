@@ -415,6 +415,13 @@ void Trainer::save_checkpoint(std::uint64_t done, bool averaged_ready) {
   m_progress->line(text);
 }
 
+void Trainer::warn(const std::string& text) {
+  if (m_comm.rank() != 0) return;
+  m_progress->line("");  // clears a live progress bar
+  std::fprintf(stderr, "a2sgd-train: warning: %s\n", text.c_str());
+  std::fflush(stderr);
+}
+
 std::string Trainer::find_resume_file() {
   const std::string& dir = m_config.checkpoint_dir;
   if (m_comm.rank() == 0) {
@@ -424,7 +431,7 @@ std::string Trainer::find_resume_file() {
       for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename().string();
         if (name.size() > 4 && name[0] == '.' && name.rfind(".tmp") == name.size() - 4) {
-          m_progress->line("note: removing " + entry.path().string() + " (a checkpoint write that did not finish)");
+          warn("removing " + entry.path().string() + " (a checkpoint write that did not finish)");
           std::filesystem::remove(entry.path(), ec);
         }
       }
@@ -447,7 +454,7 @@ std::string Trainer::find_resume_file() {
       io::read_checkpoint_metadata(m_comm, path);
       return path;
     } catch (const CollectiveError& e) {
-      m_progress->line(std::string("warning: skipping ") + path + ": " + e.what());
+      warn(std::string("skipping ") + path + ": " + e.what());
     }
   }
   return {};
@@ -477,7 +484,7 @@ void Trainer::resume() {
                             " to continue it)");
   });
   auto note = [&](bool differs, const std::string& what) {
-    if (differs) m_progress->line("note: " + what + " differs from the checkpoint's; continuing with this run's");
+    if (differs) warn(what + " differs from the checkpoint's; continuing with this run's");
   };
   note(meta.dataset != c.dataset, "--dataset");
   note(meta.seed != c.seed, "--seed (data order)");

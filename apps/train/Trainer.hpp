@@ -40,6 +40,8 @@ class Trainer {
   io::CheckpointMetadata checkpoint_metadata(std::uint64_t done) const;
   io::CheckpointState checkpoint_state();
   void run_eval_only();
+  /// A warning on standard error (rank 0), printed even with --quiet.
+  void warn(const std::string& text);
   void log_step(std::uint64_t done, double loss);
   void log_eval(std::uint64_t done, const EvalResult& r);
   void write_summary(std::uint64_t done, const EvalResult& last);

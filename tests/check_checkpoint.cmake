@@ -1,0 +1,144 @@
+# a2sgd-train checkpoints end to end on 2 ranks (MODE selects the scenario):
+#   resume  - N steps in one run equal N/2, restart, N/2 (dense and A2SGD): final checkpoints
+#             identical bit for bit, the same metrics after the restart; --eval-only reports the
+#             final evaluation's accuracy; an elastic 2 -> 4 restart completes.
+#   fault   - one rank SIGKILLed mid-run, and mid-checkpoint-write; --resume auto then reaches
+#             the uninterrupted run's final state exactly.
+#   invalid - loading a checkpoint of another model, compressor or optimizer, a truncated file
+#             and a non-HDF5 file: exit code 2, a message naming the problem, the file unchanged.
+separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
+set(work ${WORKDIR}/ckpt_${MODE})
+file(REMOVE_RECURSE ${work})
+file(MAKE_DIRECTORY ${work})
+set(syn --dataset synthetic --synthetic-train 4000 --synthetic-test 1000 --synthetic-features 64
+        --synthetic-classes 4 --batch-size 32 --log-every 10 --no-progress-bar --quiet)
+
+function(train ranks expect_rc)
+  execute_process(COMMAND ${MPIEXEC} ${NPFLAG} ${ranks} ${_preflags} ${EXE} ${syn} ${ARGN}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL expect_rc)
+    message(FATAL_ERROR "a2sgd-train ${ARGN}: exit code ${rc}, expected ${expect_rc}\n${out}${err}")
+  endif()
+  set(last_out "${out}" PARENT_SCOPE)
+  set(last_err "${err}" PARENT_SCOPE)
+endfunction()
+
+function(same_checkpoint a b)
+  execute_process(COMMAND ${CKPT} diff ${a} ${b} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "checkpoints differ: ${a} ${b}\n${out}${err}")
+  endif()
+  message(STATUS "identical: ${a} ${b}")
+endfunction()
+
+# "step loss comm_bytes" of the train records from step FROM on, and the eval accuracies.
+function(metrics file from var)
+  file(STRINGS ${file} lines REGEX "\"event\": \"(train|eval)\"")
+  set(result "")
+  foreach(line IN LISTS lines)
+    string(REGEX MATCH "\"step\": ([0-9]+)" _ "${line}")
+    if(CMAKE_MATCH_1 LESS from)
+      continue()
+    endif()
+    string(REGEX REPLACE ".*(\"step\": [0-9]+).*(\"loss\": [^,]+).*(\"comm_bytes\": [0-9]+).*" "\\1 \\2 \\3" t "${line}")
+    string(REGEX REPLACE ".*(\"step\": [0-9]+).*(\"test_accuracy\": [^,]+).*(\"test_accuracy_averaged\": [^,]+).*"
+                         "\\1 \\2 \\3" t "${t}")
+    list(APPEND result "${t}")
+  endforeach()
+  set(${var} "${result}" PARENT_SCOPE)
+endfunction()
+
+set(ref_args --steps 100 --checkpoint-every 25 --eval-every 50)
+
+if(MODE STREQUAL "resume")
+  foreach(method dense a2sgd)
+    train(2 0 --compressor ${method} ${ref_args} --checkpoint-dir ${work}/ref_${method} --metrics ${work}/ref_${method}.jsonl)
+    train(2 0 --compressor ${method} --steps 55 --checkpoint-every 25 --eval-every 50
+          --checkpoint-dir ${work}/split_${method} --metrics ${work}/first_${method}.jsonl)
+    train(2 0 --compressor ${method} ${ref_args} --checkpoint-dir ${work}/split_${method} --resume auto
+          --metrics ${work}/second_${method}.jsonl)
+    same_checkpoint(${work}/ref_${method}/ckpt-000000100.h5 ${work}/split_${method}/ckpt-000000100.h5)
+    metrics(${work}/ref_${method}.jsonl 56 want)
+    metrics(${work}/second_${method}.jsonl 56 got)
+    if(NOT want STREQUAL got OR want STREQUAL "")
+      message(FATAL_ERROR "${method}: metrics after the restart differ:\n${want}\n${got}")
+    endif()
+    message(STATUS "${method}: metrics after the restart identical")
+  endforeach()
+  # Evaluation from a checkpoint alone reports the training run's final accuracy.
+  file(STRINGS ${work}/ref_a2sgd.jsonl evals REGEX "\"event\": \"eval\", \"step\": 100")
+  string(REGEX MATCH "\"test_accuracy\": [^,]+, \"test_loss_averaged\": [^,]+, \"test_accuracy_averaged\": [^,]+" want "${evals}")
+  train(2 0 --compressor a2sgd --eval-only --resume ${work}/ref_a2sgd/ckpt-000000100.h5 --metrics ${work}/eval.jsonl)
+  file(STRINGS ${work}/eval.jsonl evals REGEX "\"event\": \"eval\"")
+  string(REGEX MATCH "\"test_accuracy\": [^,]+, \"test_loss_averaged\": [^,]+, \"test_accuracy_averaged\": [^,]+" got "${evals}")
+  if(NOT want STREQUAL got OR want STREQUAL "")
+    message(FATAL_ERROR "--eval-only: '${got}', the run's final evaluation: '${want}'")
+  endif()
+  message(STATUS "--eval-only reproduces the final evaluation: ${got}")
+  # Elastic: a 2-rank checkpoint continued on 4 ranks.
+  file(COPY ${work}/ref_a2sgd/ckpt-000000050.h5 DESTINATION ${work}/elastic)
+  train(4 0 --compressor a2sgd --steps 40 --checkpoint-dir ${work}/elastic --resume auto --metrics ${work}/elastic.jsonl)
+  file(STRINGS ${work}/elastic.jsonl resumed REGEX "\"event\": \"resume\".*\"from_world_size\": 2")
+  if(resumed STREQUAL "" OR NOT EXISTS ${work}/elastic/ckpt-000000040.h5)
+    message(FATAL_ERROR "elastic 2 -> 4 restart did not continue (step 50 on 2 ranks = step 25 on 4)")
+  endif()
+  message(STATUS "elastic 2 -> 4 restart continued")
+elseif(MODE STREQUAL "fault")
+  train(2 0 --compressor a2sgd ${ref_args} --checkpoint-dir ${work}/ref)
+  foreach(fault "step@60" "checkpoint-write@75")
+    string(REGEX REPLACE "[@-]" "_" tag "${fault}")
+    set(ENV{A2SGD_FAULT_INJECT} "${fault}:1")
+    execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} -x A2SGD_FAULT_INJECT ${EXE} ${syn}
+                            --compressor a2sgd ${ref_args} --checkpoint-dir ${work}/${tag}
+                    RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+    unset(ENV{A2SGD_FAULT_INJECT})
+    if(rc EQUAL 0)
+      message(FATAL_ERROR "${fault}: the killed run reported success")
+    endif()
+    if(EXISTS ${work}/${tag}/ckpt-000000100.h5 OR NOT EXISTS ${work}/${tag}/ckpt-000000050.h5)
+      message(FATAL_ERROR "${fault}: unexpected checkpoints after the kill")
+    endif()
+    if(tag STREQUAL "checkpoint_write_75")
+      # A damaged file under a checkpoint's name, newer than the last good one: skipped.
+      execute_process(COMMAND head -c 3000 ${work}/${tag}/ckpt-000000050.h5 OUTPUT_FILE ${work}/${tag}/ckpt-000000070.h5)
+    endif()
+    train(2 0 --compressor a2sgd ${ref_args} --checkpoint-dir ${work}/${tag} --resume auto --metrics ${work}/${tag}.jsonl)
+    same_checkpoint(${work}/ref/ckpt-000000100.h5 ${work}/${tag}/ckpt-000000100.h5)
+    if(tag STREQUAL "checkpoint_write_75")
+      if(NOT last_err MATCHES "warning: skipping .*ckpt-000000070.h5")
+        message(FATAL_ERROR "no warning for the damaged checkpoint:\n${last_err}")
+      endif()
+      file(STRINGS ${work}/${tag}.jsonl resumed REGEX "\"event\": \"resume\", \"step\": 50,")
+      if(resumed STREQUAL "")
+        message(FATAL_ERROR "--resume auto did not fall back to step 50")
+      endif()
+      message(STATUS "damaged newest checkpoint skipped with a warning")
+    endif()
+  endforeach()
+elseif(MODE STREQUAL "invalid")
+  train(2 0 --compressor a2sgd --steps 10 --checkpoint-dir ${work}/good)
+  set(good ${work}/good/ckpt-000000010.h5)
+  file(SHA256 ${good} before)
+  execute_process(COMMAND head -c 20000 ${good} OUTPUT_FILE ${work}/truncated.h5)  # the first 20 kB
+  file(WRITE ${work}/text.h5 "not a checkpoint\n")
+  foreach(case
+          "--hidden;16;--resume;${good}|was written for model 'mlp 64-256-256-4'"
+          "--compressor;dense;--resume;${good}|holds the state of compressor 'a2sgd'"
+          "--optimizer;adam;--resume;${good}|holds the state of optimizer 'sgd'"
+          "--resume;${work}/truncated.h5|truncated"
+          "--resume;${work}/text.h5|not an HDF5 file"
+          "--resume;${work}/none.h5|does not exist")
+    string(REPLACE "|" ";" parts "${case}")
+    list(GET parts -1 pattern)
+    list(REMOVE_AT parts -1)
+    train(2 2 --steps 20 ${parts})  # the default compressor (a2sgd) unless the case sets one
+    if(NOT last_err MATCHES "${pattern}")
+      message(FATAL_ERROR "${parts}: message does not name the problem ('${pattern}'):\n${last_err}")
+    endif()
+    message(STATUS "exit 2: ${parts}")
+  endforeach()
+  file(SHA256 ${good} after)
+  if(NOT before STREQUAL after)
+    message(FATAL_ERROR "a failed load modified ${good}")
+  endif()
+endif()
