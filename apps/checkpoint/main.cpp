@@ -7,6 +7,7 @@
 //                                     sequential write/read of the same bytes, in one run
 #include <a2sgd/a2sgd.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -25,11 +26,12 @@ int usage() {
   std::fprintf(stderr,
                "usage: a2sgd-checkpoint info FILE\n"
                "       a2sgd-checkpoint diff A B\n"
-               "       mpirun -np P a2sgd-checkpoint bench [--params N] [--dir DIR]\n");
+               "       mpirun -np P a2sgd-checkpoint bench [--params N] [--repeats R] [--dir DIR]\n");
   return 2;
 }
 
-// Plain POSIX sequential write (then close) and read of `bytes` bytes: the baseline.
+// Plain POSIX sequential write of `bytes` bytes, fsync'ed (a parallel HDF5 flush syncs the
+// checkpoint file too), and a sequential read of `bytes` bytes: the baselines.
 double plain_write(const std::string& path, const std::vector<char>& buffer, std::uint64_t bytes) {
   Stopwatch clock;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -40,34 +42,47 @@ double plain_write(const std::string& path, const std::vector<char>& buffer, std
     if (w <= 0) throw Error("cannot write " + path + ": " + std::strerror(errno));
     done += static_cast<std::uint64_t>(w);
   }
+  ::fsync(fd);
   ::close(fd);
   return clock.seconds();
 }
 
-double plain_read(const std::string& path, std::vector<char>& buffer) {
+double plain_read(const std::string& path, std::vector<char>& buffer, std::uint64_t bytes) {
   Stopwatch clock;
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw Error("cannot open " + path);
-  while (::read(fd, buffer.data(), buffer.size()) > 0) {
+  for (std::uint64_t done = 0; done < bytes;) {
+    const ssize_t r =
+        ::read(fd, buffer.data(), static_cast<std::size_t>(std::min<std::uint64_t>(buffer.size(), bytes - done)));
+    if (r <= 0) break;
+    done += static_cast<std::uint64_t>(r);
   }
   ::close(fd);
   return clock.seconds();
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
 int bench(int argc, char** argv, const Communicator& comm) {
   std::int64_t n = 100'000'000;
+  int repeats = 3;
   std::string dir = ".";
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--params" && i + 1 < argc) {
       n = std::atoll(argv[++i]);
+    } else if (a == "--repeats" && i + 1 < argc) {
+      repeats = std::atoi(argv[++i]);
     } else if (a == "--dir" && i + 1 < argc) {
       dir = argv[++i];
     } else {
       return usage();
     }
   }
-  if (n < 1) return usage();
+  if (n < 1 || repeats < 1) return usage();
   const auto count = static_cast<std::size_t>(n);
   // A dense-SGD run's checkpoint: every rank's replica and the averaged model.
   FloatView params("params", count), averaged("averaged", count);
@@ -85,33 +100,52 @@ int bench(int argc, char** argv, const Communicator& comm) {
   io::CheckpointState state;
   state.params = params;
   state.averaged = averaged;
+  io::CheckpointState restart;  // what a restart reads: each rank its own replica
+  restart.params = params;
   const std::string file = io::checkpoint_path(dir, 0);
+  const std::string plain = (fs::path(dir) / "a2sgd-bench-plain.bin").string();
+  const std::uint64_t read_bytes = static_cast<std::uint64_t>(comm.size()) * count * sizeof(float);
+  std::vector<char> buffer(comm.rank() == 0 ? (64 << 20) : 0, 1);
 
-  comm.barrier();
-  Stopwatch clock;
-  const std::uint64_t bytes = io::write_checkpoint(comm, file, meta, state);
-  comm.barrier();
-  const double write_s = clock.seconds();
-  clock.restart();
-  io::read_checkpoint(comm, file, io::read_checkpoint_metadata(comm, file), state);
-  comm.barrier();
-  const double read_s = clock.seconds();
-
-  double plain_w = 0, plain_r = 0;
+  // Alternating rounds; every timed phase starts with no dirty pages of an earlier phase.
+  std::vector<double> ckpt_w, ckpt_r, plain_w, plain_r;
+  std::uint64_t bytes = 0;
+  for (int round = 0; round < repeats; ++round) {
+    ::sync();
+    comm.barrier();
+    Stopwatch clock;
+    bytes = io::write_checkpoint(comm, file, meta, state);
+    comm.barrier();
+    ckpt_w.push_back(clock.seconds());
+    ::sync();
+    comm.barrier();
+    clock.restart();
+    io::read_checkpoint(comm, file, io::read_checkpoint_metadata(comm, file), restart);
+    comm.barrier();
+    ckpt_r.push_back(clock.seconds());
+    if (comm.rank() == 0) {
+      ::sync();
+      plain_w.push_back(plain_write(plain, buffer, bytes));
+      ::sync();
+      plain_r.push_back(plain_read(plain, buffer, read_bytes));
+      fs::remove(plain);
+      fs::remove(file);
+    }
+    comm.barrier();
+  }
   if (comm.rank() == 0) {
-    const std::string plain = (fs::path(dir) / "a2sgd-bench-plain.bin").string();
-    std::vector<char> buffer(64 << 20, 1);
-    plain_w = plain_write(plain, buffer, bytes);
-    plain_r = plain_read(plain, buffer);
-    fs::remove(plain);
-    fs::remove(file);
-    const double gb = static_cast<double>(bytes) / 1e9;
-    std::printf("checkpoint of %lld parameters x (%d replicas + averaged model): %.3f GB\n",
-                static_cast<long long>(n), comm.size(), gb);
-    std::printf("  write: checkpoint %.2f GB/s (%.2f s), plain sequential write %.2f GB/s (%.2f s), ratio %.2f\n",
-                gb / write_s, write_s, gb / plain_w, plain_w, plain_w / write_s);
-    std::printf("  read : checkpoint %.2f GB/s (%.2f s), plain sequential read  %.2f GB/s (%.2f s), ratio %.2f\n",
-                gb / read_s, read_s, gb / plain_r, plain_r, plain_r / read_s);
+    const double w = median(ckpt_w), r = median(ckpt_r), pw = median(plain_w), pr = median(plain_r);
+    const double gb = static_cast<double>(bytes) / 1e9, rgb = static_cast<double>(read_bytes) / 1e9;
+    std::printf("checkpoint of %lld parameters, %d ranks (replicas + averaged model): %.3f GB; medians of %d rounds\n",
+                static_cast<long long>(n), comm.size(), gb, repeats);
+    std::printf(
+        "  write %.3f GB: checkpoint %.3f GB/s (%.2f s), plain sequential write+fsync %.3f GB/s (%.2f s), "
+        "ratio %.2f\n",
+        gb, gb / w, w, gb / pw, pw, pw / w);
+    std::printf(
+        "  read  %.3f GB: checkpoint restart %.3f GB/s (%.2f s), plain sequential read %.3f GB/s (%.2f s), "
+        "ratio %.2f\n",
+        rgb, rgb / r, r, rgb / pr, pr, pr / r);
   }
   return 0;
 }

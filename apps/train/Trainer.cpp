@@ -493,6 +493,7 @@ void Trainer::resume() {
   note(meta.optimizer_options != optimizer_options(c.optimizer), "the optimizer options");
 
   io::CheckpointState st = checkpoint_state();
+  if (!c.eval_only) st.averaged = FloatView();  // a restart recomputes it when it evaluates
   io::read_checkpoint(m_comm, path, meta, st);
   auto scalar = [&](const char* name) {
     for (const auto* list : {&st.scalars, &st.timers})

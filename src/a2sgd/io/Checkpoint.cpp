@@ -37,6 +37,14 @@ Handle mpio_fapl(const Communicator& comm) {
   return fapl;
 }
 
+// Datasets are written in full right after creation: writing HDF5's fill values first (its
+// default with parallel early allocation) would double the I/O.
+Handle no_fill_dcpl() {
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "H5Pcreate(dataset create) failed");
+  check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time failed");
+  return dcpl;
+}
+
 Handle transfer_plist(bool collective) {
   Handle dxpl(H5Pcreate(H5P_DATASET_XFER), H5Pclose, "H5Pcreate(transfer) failed");
   check(H5Pset_dxpl_mpio(dxpl.get(), collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT),
@@ -103,7 +111,8 @@ void write_rows(hid_t file, const std::string& name, const HostFloats& row, int 
   const hsize_t n = row.extent(0);
   const hsize_t dims[2] = {static_cast<hsize_t>(p), n};
   Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose, "H5Screate_simple failed");
-  Handle dset(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  Handle dcpl = no_fill_dcpl();
+  Handle dset(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
               H5Dclose, "cannot create dataset " + name);
   for (hsize_t off = 0; off < n; off += max_transfer) {
     const hsize_t len = std::min(max_transfer, n - off);
@@ -118,7 +127,8 @@ void write_rows(hid_t file, const std::string& name, const HostFloats& row, int 
 // [n] float32 written by rank 0 (the others take part in the collective with an empty selection).
 void write_vector(hid_t file, const std::string& name, const HostFloats& v, hsize_t n, int rank, hid_t dxpl) {
   Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "H5Screate_simple failed");
-  Handle dset(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  Handle dcpl = no_fill_dcpl();
+  Handle dset(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
               H5Dclose, "cannot create dataset " + name);
   float dummy = 0.0f;
   for (hsize_t off = 0; off < n; off += max_transfer) {
@@ -347,7 +357,7 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
     write_attr(f, "optimizer_steps", state.optimizer_steps);
     write_attr(f, "exchange_steps", state.exchange_steps);
 
-    Handle dxpl = transfer_plist(true);
+    Handle dxpl = transfer_plist(false);
     Handle replicas = create_group(f, "/replicas");
     Handle optimizer_group = create_group(f, "/replicas/optimizer");
     Handle model = create_group(f, "/model");
@@ -371,6 +381,14 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
   std::uint64_t bytes = 0;
   comm.all_or_throw([&] {
     if (rank != 0) return;
+    // The data must be on disk before the new name is: whatever MPI-IO's flush did, sync here.
+    const int data_fd = ::open(tmp.c_str(), O_RDONLY);
+    if (data_fd < 0 || ::fsync(data_fd) != 0) {
+      const int err = errno;
+      if (data_fd >= 0) ::close(data_fd);
+      throw Error("cannot sync " + tmp + ": " + std::strerror(err));
+    }
+    ::close(data_fd);
     if (std::rename(tmp.c_str(), path.c_str()) != 0)
       throw Error("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
     const std::string dir = final_path.parent_path().empty() ? "." : final_path.parent_path().string();
@@ -437,7 +455,7 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
                               std::to_string(v.extent(0)));
     };
     need(state.params, "model");
-    need(state.averaged, "averaged model");
+    if (state.averaged.extent(0) != 0) need(state.averaged, "averaged model");
     for (const auto& s : state.exchange_state) {
       need(s.view, s.name);
       require_shape(f, exchange_dataset(s.name), {p_old, n}, path);
@@ -452,26 +470,38 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
 
   comm.all_or_throw([&] {
     const hid_t f = file.get();
-    HostFloats buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::io::read"), n);
+    // Straight into the destination where the host can write it; else through one host buffer.
+    HostFloats buffer;
     auto load = [&](const std::string& name, hsize_t row, bool vector, const FloatView& out, hid_t dxpl) {
-      read_row(f, name, row, vector, buffer.data(), n, dxpl, path);
-      Kokkos::deep_copy(out, buffer);
+      if constexpr (host_accessible_memory) {
+        read_row(f, name, row, vector, out.data(), n, dxpl, path);
+      } else {
+        if (buffer.extent(0) == 0)
+          buffer = HostFloats(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::io::read"), n);
+        read_row(f, name, row, vector, buffer.data(), n, dxpl, path);
+        Kokkos::deep_copy(out, buffer);
+      }
     };
-    Handle collective = transfer_plist(true);
-    load("/model/params", 0, true, state.averaged, collective.get());
-    read_named_values(f, "/replicas/scalars", state.scalars, p_old, same, rank, collective.get(), path);
-    read_named_values(f, "/replicas/timers", state.timers, p_old, same, rank, collective.get(), path);
+    Handle dxpl = transfer_plist(false);  // every rank reads its own contiguous rows
+    // The averaged model: wanted by the caller (state.averaged non-empty), or needed as the
+    // starting point of every replica in an elastic restart.
+    if (state.averaged.extent(0) != 0) load("/model/params", 0, true, state.averaged, dxpl.get());
+    read_named_values(f, "/replicas/scalars", state.scalars, p_old, same, rank, dxpl.get(), path);
+    read_named_values(f, "/replicas/timers", state.timers, p_old, same, rank, dxpl.get(), path);
     if (same) {
-      load("/replicas/params", static_cast<hsize_t>(rank), false, state.params, collective.get());
+      load("/replicas/params", static_cast<hsize_t>(rank), false, state.params, dxpl.get());
       for (const auto& s : state.exchange_state)
-        load(exchange_dataset(s.name), static_cast<hsize_t>(rank), false, s.view, collective.get());
+        load(exchange_dataset(s.name), static_cast<hsize_t>(rank), false, s.view, dxpl.get());
       for (const auto& s : state.optimizer_state)
-        load(optimizer_dataset(s.name), static_cast<hsize_t>(rank), false, s.view, collective.get());
+        load(optimizer_dataset(s.name), static_cast<hsize_t>(rank), false, s.view, dxpl.get());
       return;
     }
     // Elastic restart: new rank r reads old rows r, r + p_new, ... (independent I/O), then the
     // rows are summed over all ranks.
-    Kokkos::deep_copy(state.params, state.averaged);
+    if (state.averaged.extent(0) != 0)
+      Kokkos::deep_copy(state.params, state.averaged);
+    else
+      load("/model/params", 0, true, state.params, dxpl.get());
     Handle independent = transfer_plist(false);
     FloatView row("a2sgd::io::row", n);
     auto sum_rows = [&](const std::string& name, const FloatView& out, float factor) {

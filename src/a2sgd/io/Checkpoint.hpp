@@ -61,7 +61,8 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
 /// the file named. Never modifies the file.
 CheckpointMetadata read_checkpoint_metadata(const Communicator& comm, const std::string& path);
 
-/// Collective: restores `state` from `path` (its metadata already read and accepted).
+/// Collective: restores `state` from `path` (its metadata already read and accepted). The
+/// averaged model is read only when `state.averaged` is non-empty.
 /// Same world size: every rank gets exactly its own replica, residual, optimizer state and
 /// scalars (bit-exact restart). Different world size (elastic restart): every replica starts
 /// from the averaged model; each exchange state tensor is the old ranks' sum divided by the new
