@@ -25,8 +25,8 @@ std::pair<double, double> distance_and_norm(const ExecutionSpace& exec, const Fl
   return {dist, norm};
 }
 
-// Loss sum, correct count and sample count of `params` on this rank's contiguous part of the
-// test set, reduced over all ranks.
+// Mean test loss and accuracy of `params`: each rank evaluates a contiguous part of the test
+// set, and the sums are reduced over all ranks.
 std::pair<double, double> sharded_eval(const Communicator& comm, const ExecutionSpace& exec, nn::Mlp& model,
                                        const FloatView& params, const data::Dataset& test, Index eval_batch) {
   const Index n = test.size();
