@@ -81,6 +81,19 @@ void Communicator::allreduce_bytes(void* inout, std::size_t count, std::size_t e
           [&](void* chunk, int n) { A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, op, m_comm)); });
 }
 
+void Communicator::allgather_bytes(const void* send, std::size_t count, std::size_t elem_size, MPI_Datatype type,
+                                   void* recv, StepStats* stats) const {
+  if (count > static_cast<std::size_t>(INT_MAX))
+    throw InvalidArgument("Communicator::allgather: " + std::to_string(count) + " values per rank exceed INT_MAX");
+  Stopwatch clock;
+  A2SGD_MPI_CHECK(MPI_Allgather(send, static_cast<int>(count), type, recv, static_cast<int>(count), type, m_comm));
+  if (stats) {
+    stats->comm_s += clock.seconds();
+    stats->bytes_sent += count * elem_size;
+    stats->messages += 1;
+  }
+}
+
 void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
                                    StepStats* stats) const {
   chunked(data, count, elem_size, m_rank == root, stats,

@@ -68,6 +68,13 @@ class Communicator {
     allreduce_bytes(inout, count, sizeof(T), detail::mpi_datatype<T>(), op, stats);
   }
 
+  /// MPI_Allgather of `count` values per rank into `recv` (size() * count values, rank order).
+  /// Bytes accounted: the `count` values this rank sends.
+  template <class T>
+  void allgather(const T* send, std::size_t count, T* recv, StepStats* stats = nullptr) const {
+    allgather_bytes(send, count, sizeof(T), detail::mpi_datatype<T>(), recv, stats);
+  }
+
   /// MPI_Bcast of `count` values from `root`.
   template <class T>
   void broadcast(T* data, std::size_t count, int root, StepStats* stats = nullptr) const {
@@ -104,6 +111,8 @@ class Communicator {
 
  private:
   void allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type, MPI_Op op,
+                       StepStats* stats) const;
+  void allgather_bytes(const void* send, std::size_t count, std::size_t elem_size, MPI_Datatype type, void* recv,
                        StepStats* stats) const;
   void broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
                        StepStats* stats) const;

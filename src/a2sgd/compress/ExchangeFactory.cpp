@@ -20,6 +20,10 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
          return std::unique_ptr<Exchange>(new A2sgdExchange(comm, n, c.a2sgd, c.common, exec));
        }},
+      {"topk",
+       [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
+         return std::unique_ptr<Exchange>(new TopkExchange(comm, n, c.topk, c.common, exec));
+       }},
   };
   return methods;
 }

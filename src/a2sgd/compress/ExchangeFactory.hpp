@@ -4,6 +4,7 @@
 
 #include <a2sgd/compress/A2sgdExchange.hpp>
 #include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/TopkExchange.hpp>
 
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@ struct ExchangeConfig {
   std::string method = "a2sgd";  ///< one of exchange_methods()
   CommonExchangeOptions common;
   A2sgdOptions a2sgd;
+  TopkOptions topk;
 };
 
 /// Names accepted by make_exchange(), in display order.

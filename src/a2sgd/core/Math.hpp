@@ -30,6 +30,9 @@ KOKKOS_INLINE_FUNCTION double log(double x) {
 #endif
 }
 
+/// |x|; NaN stays NaN.
+KOKKOS_INLINE_FUNCTION float abs(float x) { return x < 0.0f ? -x : x; }
+
 /// True for NaN and +-Inf, without isnan/isinf (x - x is 0 exactly for every finite x).
 KOKKOS_INLINE_FUNCTION bool non_finite(float x) {
   return !(x - x == 0.0f);

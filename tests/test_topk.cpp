@@ -1,0 +1,94 @@
+#include "TestingCatch.hpp"
+
+#include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/core/Random.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+using namespace a2sgd;
+using namespace a2sgd::testing;
+
+namespace {
+
+std::vector<float> random_values(std::size_t n, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.normal());
+  return v;
+}
+
+// Reference: sort all indices by (|a| descending, index ascending), keep k, return ascending.
+std::vector<std::uint32_t> reference_topk(const std::vector<float>& a, std::size_t k) {
+  std::vector<std::uint32_t> idx(a.size());
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](std::uint32_t x, std::uint32_t y) { return std::fabs(a[x]) > std::fabs(a[y]); });
+  idx.resize(k);
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+}  // namespace
+
+TEST_CASE("Top-K selection keeps exactly the k largest magnitudes, ties to the lower index", "[topk]") {
+  const ExecutionSpace exec;
+  for (std::size_t n : {1u, 5u, 1000u, 100003u}) {
+    auto a = random_values(n, n);
+    // Ties across the selection boundary: many copies of one magnitude, both signs.
+    for (std::size_t i = 0; i < n; i += 7) a[i] = (i % 2 ? 1.25f : -1.25f);
+    for (std::size_t k : {std::size_t(1), std::max<std::size_t>(1, n / 1000), std::max<std::size_t>(1, n / 10), n}) {
+      INFO("n = " << n << ", k = " << k);
+      CHECK(TopkExchange::select(exec, to_device(a), static_cast<Index>(k)) == reference_topk(a, k));
+    }
+  }
+  // All equal: the lowest indices win.
+  const std::vector<float> flat(50, 2.0f);
+  CHECK(TopkExchange::select(exec, to_device(flat), 3) == std::vector<std::uint32_t>{0, 1, 2});
+}
+
+TEST_CASE("Top-K step: update is the mean of all ranks' sparse vectors; error feedback conserves a", "[topk]") {
+  Communicator comm;
+  const std::size_t n = 20011;
+  ExchangeConfig cfg;
+  cfg.method = "topk";
+  cfg.topk.ratio = 0.01;
+  auto ex = make_exchange(cfg, comm, static_cast<Index>(n));
+  auto& topk = dynamic_cast<TopkExchange&>(*ex);
+  const std::size_t k = static_cast<std::size_t>(topk.k());
+  CHECK(k == 200);
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  std::vector<float> e_old(n, 0.0f);
+  std::vector<double> x_ref(n, 0.0);
+  for (int step = 0; step < 3; ++step) {
+    const auto g = random_values(n, 100u * step + static_cast<unsigned>(comm.rank()));
+    std::vector<float> a(n);
+    for (std::size_t i = 0; i < n; ++i) a[i] = g[i] + e_old[i];
+    const auto want_sel = reference_topk(a, k);
+    ex->step(x, to_device(g), sgd, 1.0);
+    CHECK(topk.last_selection() == want_sel);
+    // e_new = a - sent, exactly.
+    const auto e_new = to_host(topk.residual());
+    int wrong = 0;
+    std::vector<float> sent(n, 0.0f);
+    for (auto i : want_sel) sent[i] = a[i];
+    for (std::size_t i = 0; i < n; ++i) wrong += e_new[i] != a[i] - sent[i];
+    CHECK(wrong == 0);
+    // u = (1/p) sum over ranks of the sparse vectors.
+    const auto all_sent = allgather(sent);
+    for (std::size_t i = 0; i < n; ++i) {
+      double u = 0.0;
+      for (int r = 0; r < comm.size(); ++r) u += all_sent[static_cast<std::size_t>(r) * n + i];
+      x_ref[i] -= u / comm.size();
+    }
+    const auto xs = to_host(x);
+    int off = 0;
+    for (std::size_t i = 0; i < n; ++i) off += std::abs(xs[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]));
+    CHECK(off == 0);
+    e_old = e_new;
+    CHECK(ex->stats().last_step.bytes_sent == 8 * k);  // k (uint32 index, float32 value) pairs
+    CHECK(ex->stats().last_step.messages == 1);
+  }
+}
