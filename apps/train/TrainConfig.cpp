@@ -63,7 +63,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   long long checkpoint_every = 0, keep_checkpoints = 3;
   long long syn_train = 20000, syn_test = 4000, syn_features = 784, syn_classes = 10;
   double lr = -1.0, momentum = 0.9, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma = 0.1,
-         lr_min = 0.0, separation = 3.0, topk_ratio = 0.001;
+         lr_min = 0.0, separation = 3.0, topk_ratio = 0.001, randomk_ratio = 0.001;
   bool nesterov = false, gpu_aware = false;
 
   po::options_description general("General");
@@ -101,7 +101,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "beta2", po::value(&beta2)->default_value(beta2), "adam beta2")("adam-eps", po::value(&eps)->default_value(eps),
                                                                       "adam epsilon");
   po::options_description exch("Gradient exchange");
-  exch.add_options()("compressor", po::value(&compressor)->default_value(compressor), "dense | a2sgd | topk")(
+  exch.add_options()("compressor", po::value(&compressor)->default_value(compressor), "dense | a2sgd | topk | randomk")(
       "a2sgd-averaging", po::value(&averaging)->default_value(averaging), "mean (2 scalars) | weighted (4 scalars)")(
       "a2sgd-residual", po::value(&residual)->default_value(residual), "residual reference: local | global")(
       "a2sgd-error-feedback", po::value(&error_feedback)->default_value(error_feedback), "on | off")(
@@ -109,7 +109,9 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "a2sgd-average-every", po::value(&average_every)->default_value(average_every),
       "average the replicas every K steps (0: never)")("topk-ratio", po::value(&topk_ratio)->default_value(topk_ratio),
                                                        "topk: fraction of entries sent per step")(
-      "gpu-aware-mpi", po::bool_switch(&gpu_aware), "hand device pointers to MPI (CUDA/ROCm-aware MPI)");
+      "randomk-ratio", po::value(&randomk_ratio)->default_value(randomk_ratio),
+      "randomk: fraction of entries sent per step")("gpu-aware-mpi", po::bool_switch(&gpu_aware),
+                                                    "hand device pointers to MPI (CUDA/ROCm-aware MPI)");
   po::options_description out("Output");
   out.add_options()("eval-every", po::value(&eval_every),
                     "steps between evaluations (0: once, at the end; default: once per epoch)")(
@@ -212,6 +214,9 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   }
   require(topk_ratio > 0 && topk_ratio <= 1, "topk-ratio", topk_ratio, "must be in (0, 1]");
   c.exchange.topk.ratio = topk_ratio;
+  require(randomk_ratio > 0 && randomk_ratio <= 1, "randomk-ratio", randomk_ratio, "must be in (0, 1]");
+  c.exchange.randomk.ratio = randomk_ratio;
+  c.exchange.randomk.seed = static_cast<std::uint64_t>(seed);
   c.exchange.method = compressor;
   c.exchange.common.gpu_aware_mpi = gpu_aware;
   c.exchange.a2sgd.averaging = parse_global_averaging(averaging);
@@ -262,7 +267,8 @@ std::string TrainConfig::to_ini() const {
     << "\na2sgd-residual = " << to_string(exchange.a2sgd.residual)
     << "\na2sgd-error-feedback = " << (exchange.a2sgd.error_feedback ? "on" : "off")
     << "\na2sgd-warmup-steps = " << exchange.a2sgd.warmup_steps
-    << "\na2sgd-average-every = " << exchange.a2sgd.average_every << "\ntopk-ratio = " << exchange.topk.ratio << '\n';
+    << "\na2sgd-average-every = " << exchange.a2sgd.average_every << "\ntopk-ratio = " << exchange.topk.ratio
+    << "\nrandomk-ratio = " << exchange.randomk.ratio << '\n';
   if (eval_every) o << "eval-every = " << *eval_every << '\n';
   o << "eval-batch = " << eval_batch << "\nlog-every = " << log_every << '\n';
   return o.str();

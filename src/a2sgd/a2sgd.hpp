@@ -8,6 +8,8 @@
 #include <a2sgd/compress/DenseExchange.hpp>
 #include <a2sgd/compress/Exchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/compress/RandomkExchange.hpp>
+#include <a2sgd/compress/TopkExchange.hpp>
 #include <a2sgd/compress/TwoMeans.hpp>
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/BuildInfo.hpp>

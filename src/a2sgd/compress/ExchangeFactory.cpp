@@ -24,6 +24,10 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
          return std::unique_ptr<Exchange>(new TopkExchange(comm, n, c.topk, c.common, exec));
        }},
+      {"randomk",
+       [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
+         return std::unique_ptr<Exchange>(new RandomkExchange(comm, n, c.randomk, c.common, exec));
+       }},
   };
   return methods;
 }

@@ -4,6 +4,7 @@
 
 #include <a2sgd/compress/A2sgdExchange.hpp>
 #include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/RandomkExchange.hpp>
 #include <a2sgd/compress/TopkExchange.hpp>
 
 #include <memory>
@@ -18,6 +19,7 @@ struct ExchangeConfig {
   CommonExchangeOptions common;
   A2sgdOptions a2sgd;
   TopkOptions topk;
+  RandomkOptions randomk;
 };
 
 /// Names accepted by make_exchange(), in display order.

@@ -92,3 +92,53 @@ TEST_CASE("Top-K step: update is the mean of all ranks' sparse vectors; error fe
     CHECK(ex->stats().last_step.messages == 1);
   }
 }
+
+TEST_CASE("Random-K: the same k distinct indices on every rank, mean of their values, error feedback", "[randomk]") {
+  Communicator comm;
+  const std::size_t n = 5003;
+  RandomkOptions o;
+  o.ratio = 0.02;
+  o.seed = 7;
+  RandomkExchange ex(comm, static_cast<Index>(n), o);
+  const std::size_t k = static_cast<std::size_t>(ex.k());
+  CHECK(k == 100);
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  std::vector<float> e_old(n, 0.0f);
+  std::vector<double> x_ref(n, 0.0);
+  for (std::uint64_t step = 0; step < 3; ++step) {
+    const auto idx = ex.indices(step);
+    REQUIRE(idx.size() == k);
+    CHECK(std::adjacent_find(idx.begin(), idx.end()) == idx.end());  // distinct (sorted)
+    CHECK(idx.back() < static_cast<Index>(n));
+    std::vector<float> as_float(idx.begin(), idx.end());
+    const auto all_idx = allgather(as_float);
+    int differ = 0;
+    for (std::size_t i = 0; i < all_idx.size(); ++i) differ += all_idx[i] != as_float[i % k];
+    CHECK(differ == 0);  // every rank drew the same indices
+    if (step > 0) CHECK(idx != ex.indices(step - 1));
+
+    const auto g = random_values(n, 31u * step + static_cast<unsigned>(comm.rank()));
+    std::vector<float> a(n), sent(n, 0.0f);
+    for (std::size_t i = 0; i < n; ++i) a[i] = g[i] + e_old[i];
+    for (Index i : idx) sent[static_cast<std::size_t>(i)] = a[static_cast<std::size_t>(i)];
+    ex.step(x, to_device(g), sgd, 1.0);
+    const auto e_new = to_host(ex.residual());
+    int wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += e_new[i] != a[i] - sent[i];
+    CHECK(wrong == 0);
+    const auto all_sent = allgather(sent);
+    for (std::size_t i = 0; i < n; ++i) {
+      double u = 0.0;
+      for (int r = 0; r < comm.size(); ++r) u += all_sent[static_cast<std::size_t>(r) * n + i];
+      x_ref[i] -= u / comm.size();
+    }
+    const auto xs = to_host(x);
+    int off = 0;
+    for (std::size_t i = 0; i < n; ++i) off += std::abs(xs[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]));
+    CHECK(off == 0);
+    e_old = e_new;
+    CHECK(ex.stats().last_step.bytes_sent == 4 * k);  // k float32 values, no indices
+    CHECK(ex.stats().last_step.messages == 1);
+  }
+}
