@@ -1,10 +1,12 @@
 #include "TestingCatch.hpp"
 
 #include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/Random.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 using namespace a2sgd;
@@ -140,5 +142,27 @@ TEST_CASE("Random-K: the same k distinct indices on every rank, mean of their va
     e_old = e_new;
     CHECK(ex.stats().last_step.bytes_sent == 4 * k);  // k float32 values, no indices
     CHECK(ex.stats().last_step.messages == 1);
+  }
+}
+
+TEST_CASE("a non-finite gradient on one rank stops every rank in Top-K and Random-K steps", "[topk][randomk]") {
+  Communicator comm;
+  const std::size_t n = 3001;
+  for (const char* method : {"topk", "randomk"}) {
+    INFO(method);
+    ExchangeConfig cfg;
+    cfg.method = method;
+    auto ex = make_exchange(cfg, comm, static_cast<Index>(n));
+    Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+    auto x = to_device(std::vector<float>(n, 0.0f));
+    auto g = random_values(n, 5);
+    if (comm.rank() == comm.size() - 1) g[1234] = std::numeric_limits<float>::quiet_NaN();  // never selected
+    bool threw = false;
+    try {
+      ex->step(x, to_device(g), sgd, 0.1);
+    } catch (const NonFiniteError&) {
+      threw = true;
+    }
+    CHECK(threw);
   }
 }

@@ -1,4 +1,5 @@
 #include <a2sgd/compress/RandomkExchange.hpp>
+#include <a2sgd/compress/impl/ErrorFeedback.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/Random.hpp>
 
@@ -58,16 +59,7 @@ void RandomkExchange::do_step(const FloatView& params, const FloatView& grad, Op
       idx, Kokkos::View<const Index*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host_idx.data(), k));
   // a = g + e everywhere (the residual keeps it), the sent values leave the residual.
   const FloatView e = m_residual;
-  const ConstFloatView g = grad;
-  std::int64_t bad = 0;
-  Kokkos::parallel_reduce(
-      "a2sgd::compress::randomk_fold", Policy(exec(), 0, size()),
-      KOKKOS_LAMBDA(Index i, std::int64_t & b) {
-        const float a = g(i) + e(i);
-        e(i) = a;
-        b += a2sgd::detail::non_finite(a);
-      },
-      bad);
+  const std::int64_t bad = compress::impl::fold_into_residual(exec(), grad, e);
   Kokkos::View<float*, MemorySpace> values(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::randomk::values"),
                                            k);
   Kokkos::parallel_for(

@@ -1,4 +1,5 @@
 #include <a2sgd/compress/TopkExchange.hpp>
+#include <a2sgd/compress/impl/ErrorFeedback.hpp>
 #include <a2sgd/core/Math.hpp>
 
 #include <algorithm>
@@ -15,20 +16,6 @@ Index k_of(double ratio, Index n) {
   if (!(ratio > 0.0 && ratio <= 1.0))
     throw InvalidArgument("topk: ratio " + std::to_string(ratio) + " is not in (0, 1]");
   return std::max<Index>(1, std::min<Index>(n, static_cast<Index>(std::llround(ratio * static_cast<double>(n)))));
-}
-
-// a <- g + e in place (e becomes a), counting non-finite entries.
-std::int64_t fold(const ExecutionSpace& exec, const ConstFloatView& g, const FloatView& e) {
-  std::int64_t bad = 0;
-  Kokkos::parallel_reduce(
-      "a2sgd::compress::topk_fold", Policy(exec, 0, static_cast<Index>(e.extent(0))),
-      KOKKOS_LAMBDA(Index i, std::int64_t & b) {
-        const float a = g(i) + e(i);
-        e(i) = a;
-        b += a2sgd::detail::non_finite(a);
-      },
-      bad);
-  return bad;
 }
 
 // |a| >= t is tested as a^2 >= t^2 in double: no sign branch (signs are random), no overflow.
@@ -130,7 +117,7 @@ void TopkExchange::do_step(const FloatView& params, const FloatView& grad, Optim
                            StepStats& stats) {
   using Words = Kokkos::View<std::uint64_t*, MemorySpace>;
   Stopwatch clock;
-  const std::int64_t bad = fold(exec(), grad, m_residual);  // the residual now holds a
+  const std::int64_t bad = compress::impl::fold_into_residual(exec(), grad, m_residual);  // the residual now holds a
   m_selected = select(exec(), m_residual, m_k);
   const auto k = static_cast<std::size_t>(m_k);
   Kokkos::View<std::uint32_t*, MemorySpace> selected(
