@@ -5,6 +5,7 @@
 #include <a2sgd/comm/Communicator.hpp>
 #include <a2sgd/comm/ViewCollectives.hpp>
 #include <a2sgd/compress/A2sgdExchange.hpp>
+#include <a2sgd/compress/CastExchange.hpp>
 #include <a2sgd/compress/DenseExchange.hpp>
 #include <a2sgd/compress/Exchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
@@ -14,6 +15,7 @@
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/Error.hpp>
+#include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/Random.hpp>
 #include <a2sgd/core/ParameterStore.hpp>
 #include <a2sgd/core/Types.hpp>

@@ -1,3 +1,4 @@
+#include <a2sgd/compress/CastExchange.hpp>
 #include <a2sgd/compress/DenseExchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 
@@ -27,6 +28,14 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
       {"randomk",
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
          return std::unique_ptr<Exchange>(new RandomkExchange(comm, n, c.randomk, c.common, exec));
+       }},
+      {"fp16",
+       [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
+         return std::unique_ptr<Exchange>(new CastExchange(comm, n, HalfFormat::fp16, c.common, exec));
+       }},
+      {"bf16",
+       [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
+         return std::unique_ptr<Exchange>(new CastExchange(comm, n, HalfFormat::bf16, c.common, exec));
        }},
   };
   return methods;
