@@ -1,5 +1,6 @@
 #include "TestingCatch.hpp"
 
+#include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/Random.hpp>
@@ -164,5 +165,45 @@ TEST_CASE("a non-finite gradient on one rank stops every rank in Top-K and Rando
       threw = true;
     }
     CHECK(threw);
+  }
+}
+
+TEST_CASE("EF-sign: one bit per entry plus a scale; u is the mean of the scaled signs; e = a - s sign(a)", "[efsign]") {
+  Communicator comm;
+  const std::size_t n = 1000;  // not a multiple of 32
+  EfSignExchange ex(comm, static_cast<Index>(n));
+  CHECK(ex.payload_words() == 1 + 32);
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  std::vector<float> e_old(n, 0.0f);
+  std::vector<double> x_ref(n, 0.0);
+  for (int step = 0; step < 3; ++step) {
+    auto g = random_values(n, 77u * step + static_cast<unsigned>(comm.rank()));
+    g[5] = -e_old[5];  // a = 0 exactly: counts as positive
+    std::vector<float> a(n);
+    double l1 = 0.0;
+    for (std::size_t i = 0; i < n; ++i) a[i] = g[i] + e_old[i], l1 += std::abs(a[i]);
+    const auto s = static_cast<float>(l1 / n);
+    ex.step(x, to_device(g), sgd, 1.0);
+    const auto e_new = to_host(ex.residual());
+    int wrong = 0;
+    std::vector<float> sent(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      sent[i] = a[i] < 0 ? -s : s;
+      wrong += e_new[i] != a[i] - sent[i];
+    }
+    CHECK(wrong == 0);
+    const auto all = allgather(sent);
+    const auto xs = to_host(x);
+    int off = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      double u = 0.0;
+      for (int r = 0; r < comm.size(); ++r) u += all[static_cast<std::size_t>(r) * n + i];
+      x_ref[i] -= u / comm.size();
+      off += std::abs(xs[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]));
+    }
+    CHECK(off == 0);
+    CHECK(ex.stats().last_step.bytes_sent == 4 * (1 + 32));
+    e_old = e_new;
   }
 }

@@ -101,7 +101,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "beta2", po::value(&beta2)->default_value(beta2), "adam beta2")("adam-eps", po::value(&eps)->default_value(eps),
                                                                       "adam epsilon");
   po::options_description exch("Gradient exchange");
-  exch.add_options()("compressor", po::value(&compressor)->default_value(compressor), "dense | a2sgd | topk | randomk | fp16 | bf16")(
+  exch.add_options()("compressor", po::value(&compressor)->default_value(compressor),
+                     "dense | a2sgd | topk | randomk | efsign | fp16 | bf16")(
       "a2sgd-averaging", po::value(&averaging)->default_value(averaging), "mean (2 scalars) | weighted (4 scalars)")(
       "a2sgd-residual", po::value(&residual)->default_value(residual), "residual reference: local | global")(
       "a2sgd-error-feedback", po::value(&error_feedback)->default_value(error_feedback), "on | off")(

@@ -7,6 +7,7 @@
 #include <a2sgd/compress/A2sgdExchange.hpp>
 #include <a2sgd/compress/CastExchange.hpp>
 #include <a2sgd/compress/DenseExchange.hpp>
+#include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/Exchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/compress/RandomkExchange.hpp>

@@ -37,6 +37,8 @@ MPI_Datatype mpi_datatype() {
     return MPI_CHAR;
   else if constexpr (std::is_same_v<T, std::uint8_t>)
     return MPI_UINT8_T;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return MPI_UINT32_T;
   else
     static_assert(sizeof(T) == 0, "a2sgd: no MPI datatype for this type");
 }

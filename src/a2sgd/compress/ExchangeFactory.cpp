@@ -1,5 +1,6 @@
 #include <a2sgd/compress/CastExchange.hpp>
 #include <a2sgd/compress/DenseExchange.hpp>
+#include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 
 #include <functional>
@@ -28,6 +29,10 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
       {"randomk",
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
          return std::unique_ptr<Exchange>(new RandomkExchange(comm, n, c.randomk, c.common, exec));
+       }},
+      {"efsign",
+       [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
+         return std::unique_ptr<Exchange>(new EfSignExchange(comm, n, c.common, exec));
        }},
       {"fp16",
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {

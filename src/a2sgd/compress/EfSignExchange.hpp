@@ -1,0 +1,35 @@
+#pragma once
+/// @file EfSignExchange.hpp
+/// Scaled sign compression with error feedback (EF-signSGD).
+
+#include <a2sgd/compress/Exchange.hpp>
+
+namespace a2sgd {
+
+/// a = g + e; each rank sends one bit per entry (the sign; 0 counts as positive), packed in
+/// 32-bit words, plus its scale s = ||a||_1 / n, in one allgather (4 + 4 ceil(n/32) bytes);
+/// u = (1/p) sum_r s_r sign_r; e = a - s sign(a).
+class EfSignExchange final : public Exchange {
+ public:
+  EfSignExchange(const Communicator& comm, Index n, const CommonExchangeOptions& common = {},
+                 const ExecutionSpace& exec = ExecutionSpace());
+
+  std::string name() const override { return "efsign"; }
+  std::vector<std::pair<std::string, std::string>> options() const override { return {}; }
+  std::vector<NamedView> state() const override { return {{"residual", m_residual}}; }
+  const FloatView& residual() const noexcept { return m_residual; }
+
+  /// 32-bit words per rank in the payload: one for the scale, ceil(n / 32) for the signs.
+  Index payload_words() const noexcept { return 1 + (size() + 31) / 32; }
+
+ protected:
+  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+
+ private:
+  FloatView m_residual;
+  FloatView m_update;
+  Kokkos::View<std::uint32_t*, MemorySpace> m_words;  // this rank's payload
+  Kokkos::View<std::uint32_t*, MemorySpace> m_all;    // every rank's payload
+};
+
+}  // namespace a2sgd
