@@ -33,6 +33,22 @@ std::vector<std::uint32_t> reference_topk(const std::vector<float>& a, std::size
   return idx;
 }
 
+// SGD (lr 1) reference: x_ref -= (1/p) sum over ranks of what each sent; returns how many entries
+// of x differ from it (collective: gathers every rank's `sent`).
+int sgd_step_mismatches(const std::vector<float>& sent, std::vector<double>& x_ref, const std::vector<float>& x) {
+  const std::size_t n = sent.size();
+  const int p = world_size();
+  const auto all = allgather(sent);
+  int off = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double u = 0.0;
+    for (int r = 0; r < p; ++r) u += all[static_cast<std::size_t>(r) * n + i];
+    x_ref[i] -= u / p;
+    off += std::abs(x[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]));
+  }
+  return off;
+}
+
 }  // namespace
 
 TEST_CASE("Top-K selection keeps exactly the k largest magnitudes, ties to the lower index", "[topk]") {
@@ -80,16 +96,7 @@ TEST_CASE("Top-K step: update is the mean of all ranks' sparse vectors; error fe
     for (std::size_t i = 0; i < n; ++i) wrong += e_new[i] != a[i] - sent[i];
     CHECK(wrong == 0);
     // u = (1/p) sum over ranks of the sparse vectors.
-    const auto all_sent = allgather(sent);
-    for (std::size_t i = 0; i < n; ++i) {
-      double u = 0.0;
-      for (int r = 0; r < comm.size(); ++r) u += all_sent[static_cast<std::size_t>(r) * n + i];
-      x_ref[i] -= u / comm.size();
-    }
-    const auto xs = to_host(x);
-    int off = 0;
-    for (std::size_t i = 0; i < n; ++i) off += std::abs(xs[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]));
-    CHECK(off == 0);
+    CHECK(sgd_step_mismatches(sent, x_ref, to_host(x)) == 0);
     e_old = e_new;
     CHECK(ex->stats().last_step.bytes_sent == 8 * k);  // k (uint32 index, float32 value) pairs
     CHECK(ex->stats().last_step.messages == 1);
@@ -130,16 +137,7 @@ TEST_CASE("Random-K: the same k distinct indices on every rank, mean of their va
     int wrong = 0;
     for (std::size_t i = 0; i < n; ++i) wrong += e_new[i] != a[i] - sent[i];
     CHECK(wrong == 0);
-    const auto all_sent = allgather(sent);
-    for (std::size_t i = 0; i < n; ++i) {
-      double u = 0.0;
-      for (int r = 0; r < comm.size(); ++r) u += all_sent[static_cast<std::size_t>(r) * n + i];
-      x_ref[i] -= u / comm.size();
-    }
-    const auto xs = to_host(x);
-    int off = 0;
-    for (std::size_t i = 0; i < n; ++i) off += std::abs(xs[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]));
-    CHECK(off == 0);
+    CHECK(sgd_step_mismatches(sent, x_ref, to_host(x)) == 0);
     e_old = e_new;
     CHECK(ex.stats().last_step.bytes_sent == 4 * k);  // k float32 values, no indices
     CHECK(ex.stats().last_step.messages == 1);
@@ -193,16 +191,7 @@ TEST_CASE("EF-sign: one bit per entry plus a scale; u is the mean of the scaled 
       wrong += e_new[i] != a[i] - sent[i];
     }
     CHECK(wrong == 0);
-    const auto all = allgather(sent);
-    const auto xs = to_host(x);
-    int off = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      double u = 0.0;
-      for (int r = 0; r < comm.size(); ++r) u += all[static_cast<std::size_t>(r) * n + i];
-      x_ref[i] -= u / comm.size();
-      off += std::abs(xs[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]));
-    }
-    CHECK(off == 0);
+    CHECK(sgd_step_mismatches(sent, x_ref, to_host(x)) == 0);
     CHECK(ex.stats().last_step.bytes_sent == 4 * (1 + 32));
     e_old = e_new;
   }

@@ -27,6 +27,9 @@ RandomkExchange::RandomkExchange(const Communicator& comm, Index n, const Random
     throw InvalidArgument("randomk: ratio " + std::to_string(options.ratio) + " is not in (0, 1]");
   m_k =
       std::max<Index>(1, std::min<Index>(n, static_cast<Index>(std::llround(options.ratio * static_cast<double>(n)))));
+  m_indices = Kokkos::View<Index*, MemorySpace>("a2sgd::randomk::indices", static_cast<std::size_t>(m_k));
+  m_values = FloatView("a2sgd::randomk::values", static_cast<std::size_t>(m_k));
+  m_host_values = Kokkos::create_mirror_view(m_values);
 }
 
 std::vector<std::pair<std::string, std::string>> RandomkExchange::options() const {
@@ -54,20 +57,20 @@ void RandomkExchange::do_step(const FloatView& params, const FloatView& grad, Op
   Stopwatch clock;
   const auto k = static_cast<std::size_t>(m_k);
   const std::vector<Index> host_idx = indices(steps());
-  Kokkos::View<Index*, MemorySpace> idx(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::randomk::idx"), k);
+  const auto idx = m_indices;
   Kokkos::deep_copy(
       idx, Kokkos::View<const Index*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(host_idx.data(), k));
   // a = g + e everywhere (the residual keeps it), the sent values leave the residual.
   const FloatView e = m_residual;
   const std::int64_t bad = compress::impl::fold_into_residual(exec(), grad, e);
-  Kokkos::View<float*, MemorySpace> values(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::randomk::values"),
-                                           k);
+  const FloatView values = m_values;
   Kokkos::parallel_for(
       "a2sgd::compress::randomk_pack", Policy(exec(), 0, m_k), KOKKOS_LAMBDA(Index j) {
         values(j) = e(idx(j));
         e(idx(j)) = 0.0f;
       });
-  auto host_values = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), values);
+  auto host_values = m_host_values;
+  Kokkos::deep_copy(host_values, values);
   // A non-finite entry anywhere makes every rank stop (NonFiniteError while applying u).
   if (bad > 0) host_values(0) = std::numeric_limits<float>::quiet_NaN();
   stats.compress_s += clock.seconds();

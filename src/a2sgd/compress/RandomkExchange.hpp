@@ -39,6 +39,10 @@ class RandomkExchange final : public Exchange {
   Index m_k;
   FloatView m_residual;
   FloatView m_update;  // dense u, zero outside the last step's indices
+  // Per-step buffers of k entries, allocated once.
+  Kokkos::View<Index*, MemorySpace> m_indices;
+  FloatView m_values;
+  FloatView::HostMirror m_host_values;
 };
 
 }  // namespace a2sgd

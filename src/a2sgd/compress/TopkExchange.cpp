@@ -107,6 +107,12 @@ TopkExchange::TopkExchange(const Communicator& comm, Index n, const TopkOptions&
       m_residual("a2sgd::compress::residual", static_cast<std::size_t>(n)),
       m_update("a2sgd::compress::topk_update", static_cast<std::size_t>(n)) {
   if (n >= (Index(1) << 32)) throw InvalidArgument("topk: n = " + std::to_string(n) + " needs 64-bit indices");
+  const auto k = static_cast<std::size_t>(m_k);
+  m_selected_device = decltype(m_selected_device)("a2sgd::topk::selected", k);
+  m_payload = decltype(m_payload)("a2sgd::topk::payload", k);
+  m_host_payload = Kokkos::create_mirror_view(m_payload);
+  m_gathered = decltype(m_gathered)("a2sgd::topk::gathered", k * static_cast<std::size_t>(comm.size()));
+  m_host_gathered = Kokkos::create_mirror_view(m_gathered);
 }
 
 std::vector<std::pair<std::string, std::string>> TopkExchange::options() const {
@@ -115,20 +121,18 @@ std::vector<std::pair<std::string, std::string>> TopkExchange::options() const {
 
 void TopkExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                            StepStats& stats) {
-  using Words = Kokkos::View<std::uint64_t*, MemorySpace>;
   Stopwatch clock;
   const std::int64_t bad = compress::impl::fold_into_residual(exec(), grad, m_residual);  // the residual now holds a
   m_selected = select(exec(), m_residual, m_k);
   const auto k = static_cast<std::size_t>(m_k);
-  Kokkos::View<std::uint32_t*, MemorySpace> selected(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::topk::sel"), k);
+  const auto selected = m_selected_device;
   {
     Kokkos::View<const std::uint32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(
         m_selected.data(), k);
     Kokkos::deep_copy(selected, host);
   }
   // Payload: (index << 32) | float bits per entry; the sent entries leave the residual.
-  Words payload(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::topk::payload"), k);
+  const auto payload = m_payload;
   const FloatView e = m_residual;
   const bool poison = bad > 0;  // NaN travels to every rank, which then stops (NonFiniteError)
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -143,15 +147,14 @@ void TopkExchange::do_step(const FloatView& params, const FloatView& grad, Optim
         payload(i) = (std::uint64_t(idx) << 32) | v.u;
         e(idx) = 0.0f;
       });
-  auto host_payload = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), payload);
+  Kokkos::deep_copy(m_host_payload, payload);
   stats.compress_s += clock.seconds();
 
-  Kokkos::View<std::uint64_t*, Kokkos::HostSpace> all("a2sgd::topk::gathered",
-                                                      k * static_cast<std::size_t>(comm().size()));
-  comm().allgather(host_payload.data(), k, all.data(), &stats);
+  comm().allgather(m_host_payload.data(), k, m_host_gathered.data(), &stats);
 
   clock.restart();
-  const Words words = Kokkos::create_mirror_view_and_copy(MemorySpace(), all);
+  Kokkos::deep_copy(m_gathered, m_host_gathered);
+  const auto words = m_gathered;
   const FloatView u = m_update;
   const float inv_p = 1.0f / static_cast<float>(comm().size());
   auto scatter = [&](bool add) {

@@ -46,6 +46,12 @@ class TopkExchange final : public Exchange {
   FloatView m_residual;  // holds a = g + e during a step
   FloatView m_update;    // dense u, zero outside the entries touched by the last step
   std::vector<std::uint32_t> m_selected;
+  // Per-step buffers of fixed size (k, k p), allocated once.
+  Kokkos::View<std::uint32_t*, MemorySpace> m_selected_device;
+  Kokkos::View<std::uint64_t*, MemorySpace> m_payload;
+  Kokkos::View<std::uint64_t*, MemorySpace>::HostMirror m_host_payload;
+  Kokkos::View<std::uint64_t*, MemorySpace> m_gathered;
+  Kokkos::View<std::uint64_t*, MemorySpace>::HostMirror m_host_gathered;
 };
 
 }  // namespace a2sgd
