@@ -29,7 +29,7 @@ function(expect code pattern)
 endfunction()
 
 expect(2 "--batch-size -5: must be positive" ${syn} --batch-size -5)
-expect(2 "unknown method \\(valid: dense, a2sgd, topk, randomk, efsign, fp16, bf16\\)" ${syn} --compressor qsgd)
+expect(2 "unknown method \\(valid: dense, a2sgd, topk, randomk, qsgd, efsign, powersgd, fp16, bf16\\)" ${syn} --compressor qsgd2)
 expect(2 "unknown optimizer \"adamw\"" ${syn} --optimizer adamw)
 expect(2 "unrecognised option '--no-such-flag'" ${syn} --no-such-flag)
 expect(2 "--hidden: \"256,x\"" ${syn} --hidden 256,x)

@@ -312,7 +312,7 @@ TEST_CASE("ranks that disagree on n or on the options fail together at construct
 
 TEST_CASE("exchange methods are selected by name", "[a2sgd][factory]") {
   Communicator comm;
-  CHECK(exchange_methods() == std::vector<std::string>{"dense", "a2sgd", "topk", "randomk", "efsign", "fp16", "bf16"});
+  CHECK(exchange_methods() == std::vector<std::string>{"dense", "a2sgd", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"});
   ExchangeConfig cfg;
   auto ex = make_exchange(cfg, comm, 10);
   CHECK(ex->name() == "a2sgd");
@@ -320,7 +320,7 @@ TEST_CASE("exchange methods are selected by name", "[a2sgd][factory]") {
   CHECK(ex->state()[0].name == "residual");
   CHECK(ex->state()[0].view.extent(0) == 10);
   cfg.method = "topk-typo";
-  CHECK_THROWS_WITH(make_exchange(cfg, comm, 10), A2SGD_CONTAINS("valid: dense, a2sgd, topk, randomk, efsign, fp16, bf16"));
+  CHECK_THROWS_WITH(make_exchange(cfg, comm, 10), A2SGD_CONTAINS("valid: dense, a2sgd, topk, randomk, qsgd, efsign, powersgd, fp16, bf16"));
   // Known on some ranks only: every rank fails, none waits in the constructor's collectives.
   cfg.method = comm.rank() == 0 ? "a2sgd" : "a2sgd-typo";
   if (comm.size() > 1) CHECK_THROWS_AS(make_exchange(cfg, comm, 10), CollectiveError);

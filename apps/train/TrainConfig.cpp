@@ -62,6 +62,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
   long long checkpoint_every = 0, keep_checkpoints = 3;
   long long syn_train = 20000, syn_test = 4000, syn_features = 784, syn_classes = 10;
+  long long qsgd_levels = 256, powersgd_rank = 2;
   double lr = -1.0, momentum = 0.9, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma = 0.1,
          lr_min = 0.0, separation = 3.0, topk_ratio = 0.001, randomk_ratio = 0.001;
   bool nesterov = false, gpu_aware = false;
@@ -102,7 +103,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
                                                                       "adam epsilon");
   po::options_description exch("Gradient exchange");
   exch.add_options()("compressor", po::value(&compressor)->default_value(compressor),
-                     "dense | a2sgd | topk | randomk | efsign | fp16 | bf16")(
+                     "dense | a2sgd | topk | randomk | qsgd | efsign | powersgd | fp16 | bf16")(
       "a2sgd-averaging", po::value(&averaging)->default_value(averaging), "mean (2 scalars) | weighted (4 scalars)")(
       "a2sgd-residual", po::value(&residual)->default_value(residual), "residual reference: local | global")(
       "a2sgd-error-feedback", po::value(&error_feedback)->default_value(error_feedback), "on | off")(
@@ -111,7 +112,11 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "average the replicas every K steps (0: never)")("topk-ratio", po::value(&topk_ratio)->default_value(topk_ratio),
                                                        "topk: fraction of entries sent per step")(
       "randomk-ratio", po::value(&randomk_ratio)->default_value(randomk_ratio),
-      "randomk: fraction of entries sent per step")("gpu-aware-mpi", po::bool_switch(&gpu_aware),
+      "randomk: fraction of entries sent per step")(
+      "qsgd-levels", po::value(&qsgd_levels)->default_value(qsgd_levels),
+      "qsgd: quantisation levels s (ceil(log2(s+1)) + 1 bits per entry)")(
+      "powersgd-rank", po::value(&powersgd_rank)->default_value(powersgd_rank),
+      "powersgd: rank of each weight matrix's approximation")("gpu-aware-mpi", po::bool_switch(&gpu_aware),
                                                     "hand device pointers to MPI (CUDA/ROCm-aware MPI)");
   po::options_description out("Output");
   out.add_options()("eval-every", po::value(&eval_every),
@@ -218,6 +223,12 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   require(randomk_ratio > 0 && randomk_ratio <= 1, "randomk-ratio", randomk_ratio, "must be in (0, 1]");
   c.exchange.randomk.ratio = randomk_ratio;
   c.exchange.randomk.seed = static_cast<std::uint64_t>(seed);
+  require(qsgd_levels >= 1 && qsgd_levels < (1 << 24), "qsgd-levels", qsgd_levels, "must be in [1, 16777215]");
+  c.exchange.qsgd.levels = qsgd_levels;
+  c.exchange.qsgd.seed = static_cast<std::uint64_t>(seed);
+  require(powersgd_rank >= 1 && powersgd_rank <= 1024, "powersgd-rank", powersgd_rank, "must be in [1, 1024]");
+  c.exchange.powersgd.rank = static_cast<int>(powersgd_rank);
+  c.exchange.powersgd.seed = static_cast<std::uint64_t>(seed);
   c.exchange.method = compressor;
   c.exchange.common.gpu_aware_mpi = gpu_aware;
   c.exchange.a2sgd.averaging = parse_global_averaging(averaging);
@@ -269,7 +280,8 @@ std::string TrainConfig::to_ini() const {
     << "\na2sgd-error-feedback = " << (exchange.a2sgd.error_feedback ? "on" : "off")
     << "\na2sgd-warmup-steps = " << exchange.a2sgd.warmup_steps
     << "\na2sgd-average-every = " << exchange.a2sgd.average_every << "\ntopk-ratio = " << exchange.topk.ratio
-    << "\nrandomk-ratio = " << exchange.randomk.ratio << '\n';
+    << "\nrandomk-ratio = " << exchange.randomk.ratio << "\nqsgd-levels = " << exchange.qsgd.levels
+    << "\npowersgd-rank = " << exchange.powersgd.rank << '\n';
   if (eval_every) o << "eval-every = " << *eval_every << '\n';
   o << "eval-batch = " << eval_batch << "\nlog-every = " << log_every << '\n';
   return o.str();

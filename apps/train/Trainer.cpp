@@ -95,7 +95,9 @@ void Trainer::setup() {
     }
   });
 
-  m_exchange = make_exchange(c.exchange, m_comm, m_store.size(), m_exec);
+  ExchangeConfig exchange = c.exchange;
+  exchange.layout = m_store.tensors();
+  m_exchange = make_exchange(exchange, m_comm, m_store.size(), m_exec);
 
   // Every replica starts from rank 0's initialisation.
   if (m_comm.rank() == 0) m_model->initialize(m_store.params(), c.seed, c.init);

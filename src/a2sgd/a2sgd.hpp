@@ -3,6 +3,7 @@
 /// Umbrella header of the a2sgd library.
 
 #include <a2sgd/comm/Communicator.hpp>
+#include <a2sgd/comm/NetworkModel.hpp>
 #include <a2sgd/comm/ViewCollectives.hpp>
 #include <a2sgd/compress/A2sgdExchange.hpp>
 #include <a2sgd/compress/CastExchange.hpp>
@@ -10,6 +11,8 @@
 #include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/Exchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/compress/PowerSgdExchange.hpp>
+#include <a2sgd/compress/QsgdExchange.hpp>
 #include <a2sgd/compress/RandomkExchange.hpp>
 #include <a2sgd/compress/TopkExchange.hpp>
 #include <a2sgd/compress/TwoMeans.hpp>

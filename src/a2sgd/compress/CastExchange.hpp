@@ -19,6 +19,9 @@ class CastExchange final : public Exchange {
   ~CastExchange() override;
 
   std::string name() const override { return m_format == HalfFormat::fp16 ? "fp16" : "bf16"; }
+  std::vector<PlannedCollective> step_traffic() const override {
+    return {{CollectiveKind::allreduce, 2u * static_cast<std::uint64_t>(size())}};
+  }
   std::vector<std::pair<std::string, std::string>> options() const override { return {}; }
 
  protected:

@@ -14,6 +14,9 @@ class DenseExchange final : public Exchange {
                 const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "dense"; }
+  std::vector<PlannedCollective> step_traffic() const override {
+    return {{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(size())}};
+  }
   std::vector<std::pair<std::string, std::string>> options() const override;
 
  protected:

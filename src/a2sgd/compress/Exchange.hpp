@@ -6,6 +6,7 @@
 /// can fuse decoding with the update.
 
 #include <a2sgd/comm/Communicator.hpp>
+#include <a2sgd/comm/NetworkModel.hpp>
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/optim/Optimizer.hpp>
@@ -40,6 +41,10 @@ class Exchange {
   virtual std::vector<std::pair<std::string, std::string>> options() const = 0;
   /// Per-rank state of the method (e.g. the A2SGD residual); restored in place on restart.
   virtual std::vector<NamedView> state() const { return {}; }
+  /// The collectives of one regular step (for A2SGD: after warm-up, without periodic model
+  /// averaging) and the bytes this rank hands to MPI in each: the formulas of docs/methods.md.
+  /// stats().last_step.bytes_sent equals their sum.
+  virtual std::vector<PlannedCollective> step_traffic() const = 0;
 
   /// One training step (collective): exchanges this rank's gradient `grad` (n values; it may be
   /// used as scratch space and is left unspecified) and applies `opt` with learning rate `lr`

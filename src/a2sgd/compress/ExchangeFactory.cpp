@@ -30,9 +30,22 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
          return std::unique_ptr<Exchange>(new RandomkExchange(comm, n, c.randomk, c.common, exec));
        }},
+      {"qsgd",
+       [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
+         return std::unique_ptr<Exchange>(new QsgdExchange(comm, n, c.qsgd, c.common, exec));
+       }},
       {"efsign",
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
          return std::unique_ptr<Exchange>(new EfSignExchange(comm, n, c.common, exec));
+       }},
+      {"powersgd",
+       [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
+         Index covered = 0;
+         for (const auto& t : c.layout) covered += t.size;
+         if (covered != n)
+           throw InvalidArgument("powersgd: the tensor layout covers " + std::to_string(covered) + " values, not n = " +
+                                 std::to_string(n));
+         return std::unique_ptr<Exchange>(new PowerSgdExchange(comm, c.layout, c.powersgd, c.common, exec));
        }},
       {"fp16",
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {

@@ -4,6 +4,8 @@
 
 #include <a2sgd/compress/A2sgdExchange.hpp>
 #include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/PowerSgdExchange.hpp>
+#include <a2sgd/compress/QsgdExchange.hpp>
 #include <a2sgd/compress/RandomkExchange.hpp>
 #include <a2sgd/compress/TopkExchange.hpp>
 
@@ -20,6 +22,11 @@ struct ExchangeConfig {
   A2sgdOptions a2sgd;
   TopkOptions topk;
   RandomkOptions randomk;
+  QsgdOptions qsgd;
+  PowerSgdOptions powersgd;
+  /// The model's tensors (ParameterStore::tensors()); needed by methods that work per tensor
+  /// (powersgd), ignored by the others. Must cover exactly the n values.
+  std::vector<TensorInfo> layout;
 };
 
 /// Names accepted by make_exchange(), in display order.

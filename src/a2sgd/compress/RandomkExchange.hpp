@@ -22,6 +22,9 @@ class RandomkExchange final : public Exchange {
                   const CommonExchangeOptions& common = {}, const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "randomk"; }
+  std::vector<PlannedCollective> step_traffic() const override {
+    return {{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(m_k)}};
+  }
   std::vector<std::pair<std::string, std::string>> options() const override;
   std::vector<NamedView> state() const override { return {{"residual", m_residual}}; }
 

@@ -29,10 +29,18 @@ using ConstLabelView = Kokkos::View<const int*, MemorySpace>;
 /// Index type of flat buffers (models beyond 2^31 parameters are expected).
 using Index = std::int64_t;
 
-/// A named piece of per-rank state (residual, momentum, ...), as saved in checkpoints.
+/// How a piece of per-rank state is carried into a run with a different number of ranks.
+enum class StateMerge {
+  conserve_sum,  ///< each new rank gets (sum over old ranks) / p_new: e.g. error-feedback residuals
+  mean,          ///< each new rank gets the mean over old ranks: e.g. a state shared by all ranks
+};
+
+/// A named piece of per-rank state (residual, momentum, ...), as saved in checkpoints. Its
+/// length is the method's choice (n for a residual, smaller for e.g. PowerSGD's Q matrices).
 struct NamedView {
   std::string name;
   FloatView view;
+  StateMerge merge = StateMerge::conserve_sum;
 };
 
 /// True when the host can dereference a2sgd's device views (no staging copy needed for MPI).

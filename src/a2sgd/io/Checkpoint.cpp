@@ -306,7 +306,6 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
     };
     need(state.params, "params");
     need(state.averaged, "averaged model");
-    for (const auto& s : state.exchange_state) need(s.view, s.name);
     for (const auto& s : state.optimizer_state) need(s.view, s.name);
     if (meta.world_size != p)
       throw InvalidArgument("write_checkpoint: metadata world size differs from the communicator");
@@ -456,10 +455,9 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
     };
     need(state.params, "model");
     if (state.averaged.extent(0) != 0) need(state.averaged, "averaged model");
-    for (const auto& s : state.exchange_state) {
-      need(s.view, s.name);
-      require_shape(f, exchange_dataset(s.name), {p_old, n}, path);
-    }
+    // Exchange state has the length the method chose (n for a residual); the file must agree.
+    for (const auto& s : state.exchange_state)
+      require_shape(f, exchange_dataset(s.name), {p_old, static_cast<hsize_t>(s.view.extent(0))}, path);
     for (const auto& s : state.optimizer_state) {
       need(s.view, s.name);
       require_shape(f, optimizer_dataset(s.name), {p_old, n}, path);
@@ -473,13 +471,14 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
     // Straight into the destination where the host can write it; else through one host buffer.
     HostFloats buffer;
     auto load = [&](const std::string& name, hsize_t row, bool vector, const FloatView& out, hid_t dxpl) {
+      const hsize_t len = out.extent(0);
       if constexpr (host_accessible_memory) {
-        read_row(f, name, row, vector, out.data(), n, dxpl, path);
+        read_row(f, name, row, vector, out.data(), len, dxpl, path);
       } else {
-        if (buffer.extent(0) == 0)
-          buffer = HostFloats(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::io::read"), n);
-        read_row(f, name, row, vector, buffer.data(), n, dxpl, path);
-        Kokkos::deep_copy(out, buffer);
+        if (buffer.extent(0) < len)
+          buffer = HostFloats(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::io::read"), len);
+        read_row(f, name, row, vector, buffer.data(), len, dxpl, path);
+        Kokkos::deep_copy(out, Kokkos::subview(buffer, std::make_pair(std::size_t(0), std::size_t(len))));
       }
     };
     Handle dxpl = transfer_plist(false);  // every rank reads its own contiguous rows
@@ -503,25 +502,29 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
     else
       load("/model/params", 0, true, state.params, dxpl.get());
     Handle independent = transfer_plist(false);
-    FloatView row("a2sgd::io::row", n);
+    FloatView row;
     auto sum_rows = [&](const std::string& name, const FloatView& out, float factor) {
+      const auto len = static_cast<Index>(out.extent(0));
+      if (static_cast<Index>(row.extent(0)) != len) row = FloatView("a2sgd::io::row", static_cast<std::size_t>(len));
       Kokkos::deep_copy(out, 0.0f);
       for (hsize_t r = static_cast<hsize_t>(rank); r < p_old; r += static_cast<hsize_t>(p_new)) {
         load(name, r, false, row, independent.get());
         const FloatView o = out, x = row;
         Kokkos::parallel_for(
-            "a2sgd::io::accumulate", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, Index(n)),
+            "a2sgd::io::accumulate", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, len),
             KOKKOS_LAMBDA(Index i) { o(i) += x(i); });
       }
       Kokkos::fence();
       allreduce_view(comm, out);
       const FloatView o = out;
       Kokkos::parallel_for(
-          "a2sgd::io::scale", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, Index(n)),
+          "a2sgd::io::scale", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, len),
           KOKKOS_LAMBDA(Index i) { o(i) *= factor; });
       Kokkos::fence();
     };
-    for (const auto& s : state.exchange_state) sum_rows(exchange_dataset(s.name), s.view, 1.0f / float(p_new));
+    for (const auto& s : state.exchange_state)
+      sum_rows(exchange_dataset(s.name), s.view,
+               s.merge == StateMerge::mean ? 1.0f / float(p_old) : 1.0f / float(p_new));
     for (const auto& s : state.optimizer_state) sum_rows(optimizer_dataset(s.name), s.view, 1.0f / float(p_old));
   });
 }

@@ -66,7 +66,8 @@ CheckpointMetadata read_checkpoint_metadata(const Communicator& comm, const std:
 /// Same world size: every rank gets exactly its own replica, residual, optimizer state and
 /// scalars (bit-exact restart). Different world size (elastic restart): every replica starts
 /// from the averaged model; each exchange state tensor is the old ranks' sum divided by the new
-/// world size (so the sum over ranks is conserved); optimizer state and scalars are the mean
+/// world size (so the sum over ranks is conserved; StateMerge::conserve_sum) or the old ranks'
+/// mean (StateMerge::mean); optimizer state and scalars are the mean
 /// over the old ranks. Missing or mis-shaped datasets raise CollectiveError on every rank.
 void read_checkpoint(const Communicator& comm, const std::string& path, const CheckpointMetadata& meta,
                      CheckpointState& state);

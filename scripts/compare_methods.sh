@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Every exchange method on the Fashion-MNIST MLP (784-256-256-10, 2 MPI ranks, batch 64 per rank,
+# 3 epochs, SGD): builds a2sgd-train (Release), trains once per method and prints one table
+# (test accuracy, time per step, bytes per rank per step). The README's comparison table is this
+# script's output.
+#
+# Environment: A2SGD_BUILD_DIR (default: build), A2SGD_COMPARE_DIR (default: demo-output/compare),
+# A2SGD_COMPARE_RANKS (default: 2), A2SGD_COMPARE_ARGS (extra a2sgd-train options for every run),
+# A2SGD_COMPARE_METHODS (default: all methods).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "${here}/.." && pwd)"
+source "${here}/deps.sh"
+a2sgd_install_deps
+
+build="${A2SGD_BUILD_DIR:-${root}/build}"
+out="${A2SGD_COMPARE_DIR:-${root}/demo-output/compare}"
+ranks="${A2SGD_COMPARE_RANKS:-2}"
+methods="${A2SGD_COMPARE_METHODS:-dense a2sgd topk randomk qsgd efsign powersgd fp16 bf16}"
+cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "${build}" --parallel "$(nproc 2>/dev/null || echo 2)" --target a2sgd-train
+
+mpi_flags=()
+if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then mpi_flags+=(--oversubscribe); fi
+
+# Per-method options: the defaults, except where the method needs another setting to train
+# (documented in docs/methods.md).
+method_args() {
+  case "$1" in
+    randomk) echo "--randomk-ratio 0.01" ;;  # 0.001 of the entries learns too slowly in 3 epochs
+    efsign) echo "--lr 0.01" ;;              # the scaled sign's step is |a|_1/n per entry
+    *) echo "" ;;
+  esac
+}
+
+for method in ${methods}; do
+  # shellcheck disable=SC2046
+  cmd=(mpiexec "${mpi_flags[@]}" -n "${ranks}" "${build}/apps/train/a2sgd-train" --compressor "${method}"
+    $(method_args "${method}") --output-dir "${out}/${method}" --log-every 1000 --no-progress-bar --quiet)
+  # shellcheck disable=SC2206
+  cmd+=(${A2SGD_COMPARE_ARGS:-})
+  echo "=== ${cmd[*]}"
+  "${cmd[@]}"
+done
+
+field() { tail -n 1 "${out}/$1/metrics.jsonl" | grep -o "\"$2\": [^,}]*" | head -n 1 | cut -d' ' -f2 | tr -d '"'; }
+
+echo
+printf '%-9s %-22s %9s %9s %9s %10s %12s %10s\n' method options "acc(rep0)" "acc(avg)" "ms/step" "compress" \
+  "bytes/step" "vs dense"
+dense_bytes=""
+for method in ${methods}; do
+  [[ "${method}" == dense ]] && dense_bytes="$(field dense bytes_per_step)"
+done
+for method in ${methods}; do
+  bytes="$(field "${method}" bytes_per_step)"
+  args="$(method_args "${method}")"
+  awk -v m="${method}" -v o="${args:-defaults}" -v r="$(field "${method}" test_accuracy)" \
+    -v a="$(field "${method}" test_accuracy_averaged)" -v t="$(field "${method}" step_time_s)" \
+    -v c="$(field "${method}" compress_s_per_step)" -v b="${bytes}" -v d="${dense_bytes:-0}" \
+    'BEGIN { printf "%-9s %-22s %9.4f %9.4f %9.3f %10.3f %12.0f %9s\n", m, o, r, a, 1e3 * t, 1e3 * c, b,
+             (d > 0 ? sprintf("%.0fx", d / b) : "-") }'
+done

@@ -1,0 +1,59 @@
+#include <a2sgd/comm/NetworkModel.hpp>
+#include <a2sgd/core/Error.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace a2sgd {
+
+Link Link::parse(const std::string& text, double default_alpha_s) {
+  Link link;
+  link.alpha_s = default_alpha_s;
+  const auto colon = text.find(':');
+  try {
+    std::size_t used = 0;
+    const std::string rate = text.substr(0, colon);
+    const double gbps = std::stod(rate, &used);
+    if (used != rate.size() || !(gbps > 0)) throw InvalidArgument("");
+    link.bytes_per_s = gbps * 1e9 / 8;
+    if (colon != std::string::npos) {
+      const std::string alpha = text.substr(colon + 1);
+      const double us = std::stod(alpha, &used);
+      if (used != alpha.size() || !(us >= 0)) throw InvalidArgument("");
+      link.alpha_s = us * 1e-6;
+    }
+  } catch (const std::exception&) {
+    throw InvalidArgument("link \"" + text + "\": expected GBIT_PER_S or GBIT_PER_S:ALPHA_US with positive numbers");
+  }
+  return link;
+}
+
+double collective_seconds(CollectiveKind kind, std::uint64_t bytes, int p, const Link& link, AllreduceModel model) {
+  if (p <= 1) return 0.0;
+  const double m = static_cast<double>(bytes), beta = 1.0 / link.bytes_per_s, a = link.alpha_s;
+  const double rounds = std::ceil(std::log2(static_cast<double>(p)));
+  if (kind == CollectiveKind::allgather) return rounds * a + (p - 1) * m * beta;
+  const double ring = 2.0 * (p - 1) * a + 2.0 * (p - 1) / p * m * beta;
+  const double doubling = rounds * (a + m * beta);
+  switch (model) {
+    case AllreduceModel::ring: return ring;
+    case AllreduceModel::doubling: return doubling;
+    case AllreduceModel::best: break;
+  }
+  return std::min(ring, doubling);
+}
+
+double step_comm_seconds(const std::vector<PlannedCollective>& step, int p, const Link& link, AllreduceModel model) {
+  double t = 0.0;
+  for (const auto& c : step) t += collective_seconds(c.kind, c.bytes, p, link, model);
+  return t;
+}
+
+AllreduceModel parse_allreduce_model(const std::string& name) {
+  if (name == "ring") return AllreduceModel::ring;
+  if (name == "doubling") return AllreduceModel::doubling;
+  if (name == "best") return AllreduceModel::best;
+  throw InvalidArgument("unknown all-reduce model \"" + name + "\" (valid: ring, doubling, best)");
+}
+
+}  // namespace a2sgd

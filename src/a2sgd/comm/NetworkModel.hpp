@@ -1,0 +1,52 @@
+#pragma once
+/// @file NetworkModel.hpp
+/// The alpha-beta (latency-bandwidth) cost model of MPI collectives used to project measured
+/// exchanges to large rank counts (docs/methods.md, "Scale projection").
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace a2sgd {
+
+/// The collective a step performs.
+enum class CollectiveKind { allreduce, allgather };
+
+/// One collective of a step and the bytes this rank contributes to it.
+struct PlannedCollective {
+  CollectiveKind kind = CollectiveKind::allreduce;
+  std::uint64_t bytes = 0;
+};
+
+/// Which algorithm models an all-reduce.
+enum class AllreduceModel {
+  ring,    ///< reduce-scatter + allgather around a ring: bandwidth-optimal, 2 (p - 1) latencies
+  doubling,  ///< recursive doubling: log2 p latencies, the whole message every round
+  best,    ///< the cheaper of the two for the message size, as MPI libraries switch algorithms
+};
+
+/// A link: per-message latency alpha (seconds) and bandwidth (bytes per second).
+struct Link {
+  double alpha_s = 2e-6;
+  double bytes_per_s = 100e9 / 8;
+  /// "100" (Gb/s, default latency) or "100:1.5" (Gb/s : alpha in microseconds).
+  static Link parse(const std::string& text, double default_alpha_s);
+  double gbit_per_s() const noexcept { return bytes_per_s * 8 / 1e9; }
+};
+
+/// Modelled seconds of one collective at p ranks, each contributing m bytes (beta = 1 / bandwidth):
+///   ring all-reduce          2 (p - 1) alpha + 2 (p - 1) / p m beta
+///   recursive-doubling a-r   ceil(log2 p) (alpha + m beta)
+///   recursive-doubling a-g   ceil(log2 p) alpha + (p - 1) m beta
+/// Reduction arithmetic and contention are not modelled; p = 1 costs nothing.
+double collective_seconds(CollectiveKind kind, std::uint64_t bytes, int p, const Link& link,
+                          AllreduceModel model = AllreduceModel::best);
+
+/// Sum over a step's collectives.
+double step_comm_seconds(const std::vector<PlannedCollective>& step, int p, const Link& link,
+                         AllreduceModel model = AllreduceModel::best);
+
+/// "ring" | "doubling" | "best"; InvalidArgument otherwise.
+AllreduceModel parse_allreduce_model(const std::string& name);
+
+}  // namespace a2sgd

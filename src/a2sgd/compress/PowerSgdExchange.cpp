@@ -1,0 +1,194 @@
+#include <a2sgd/compress/PowerSgdExchange.hpp>
+#include <a2sgd/compress/impl/ErrorFeedback.hpp>
+#include <a2sgd/core/Math.hpp>
+#include <a2sgd/core/Random.hpp>
+
+#include <KokkosBlas3_gemm.hpp>
+
+#include <cmath>
+#include <limits>
+
+namespace a2sgd {
+namespace {
+
+using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
+
+// n of a layout that covers [0, n) in order without gaps (what ParameterStore produces).
+Index layout_size(const std::vector<TensorInfo>& layout) {
+  if (layout.empty()) throw InvalidArgument("powersgd: needs the model's tensor layout (ExchangeConfig::layout)");
+  Index n = 0;
+  for (const auto& t : layout) {
+    Index size = 1;
+    for (Index d : t.shape) size *= d;
+    if (t.shape.empty() || size != t.size || t.offset != n || size < 1)
+      throw InvalidArgument("powersgd: tensor \"" + t.name + "\" does not continue the flat layout at offset " +
+                            std::to_string(n));
+    n += size;
+  }
+  return n;
+}
+
+MatrixView matrix(const FloatView& flat, Index offset, Index rows, Index cols) {
+  return MatrixView(flat.data() + offset, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
+}
+
+}  // namespace
+
+std::string PowerSgdExchange::signature(const std::vector<TensorInfo>& layout, const PowerSgdOptions& options) {
+  std::string s = "powersgd;rank=" + std::to_string(options.rank) + ";seed=" + std::to_string(options.seed) + ";";
+  for (const auto& t : layout) {
+    s += t.name + "[";
+    for (std::size_t d = 0; d < t.shape.size(); ++d) s += (d ? "," : "") + std::to_string(t.shape[d]);
+    s += "]";
+  }
+  return s;
+}
+
+PowerSgdExchange::PowerSgdExchange(const Communicator& comm, const std::vector<TensorInfo>& layout,
+                                   const PowerSgdOptions& options, const CommonExchangeOptions& common,
+                                   const ExecutionSpace& exec)
+    : Exchange(comm, layout_size(layout), exec, common, signature(layout, options)),
+      m_options(options),
+      m_residual("a2sgd::compress::residual", static_cast<std::size_t>(size())),
+      m_update("a2sgd::compress::powersgd_update", static_cast<std::size_t>(size())) {
+  if (options.rank < 1) throw InvalidArgument("powersgd: rank " + std::to_string(options.rank) + " is not >= 1");
+  const Index r = options.rank;
+  Index p_len = 0, q_len = 0;
+  for (const auto& t : layout) {
+    const Index rows = t.shape[0], cols = t.size / rows;
+    if (t.shape.size() >= 2 && r * (rows + cols) < rows * cols) {
+      m_blocks.push_back({t.offset, rows, cols, p_len, q_len});
+      p_len += rows * r;
+      q_len += cols * r;
+    }
+  }
+  for (const auto& t : layout) {
+    const Index rows = t.shape[0], cols = t.size / rows;
+    if (!(t.shape.size() >= 2 && r * (rows + cols) < rows * cols)) {
+      m_dense.push_back({t.offset, t.size, p_len});
+      p_len += t.size;
+    }
+  }
+  m_p = FloatView("a2sgd::compress::powersgd_p", static_cast<std::size_t>(p_len));
+  m_q = FloatView("a2sgd::compress::powersgd_q", static_cast<std::size_t>(q_len));
+  // The same standard-normal start on every rank, one stream per matrix.
+  auto host_q = Kokkos::create_mirror_view(m_q);
+  for (std::size_t b = 0; b < m_blocks.size(); ++b) {
+    Rng rng(derive_seed(options.seed, b));
+    const Index begin = m_blocks[b].q_offset, end = begin + m_blocks[b].cols * r;
+    for (Index i = begin; i < end; ++i) host_q(static_cast<std::size_t>(i)) = static_cast<float>(rng.normal());
+  }
+  Kokkos::deep_copy(m_q, host_q);
+}
+
+std::vector<std::pair<std::string, std::string>> PowerSgdExchange::options() const {
+  return {{"rank", std::to_string(m_options.rank)},
+          {"seed", std::to_string(m_options.seed)},
+          {"compressed_tensors", std::to_string(m_blocks.size())},
+          {"dense_tensors", std::to_string(m_dense.size())}};
+}
+
+std::vector<PlannedCollective> PowerSgdExchange::step_traffic() const {
+  std::vector<PlannedCollective> t = {{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(p_payload())}};
+  if (q_payload() > 0) t.push_back({CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(q_payload())});
+  return t;
+}
+
+std::vector<NamedView> PowerSgdExchange::state() const {
+  std::vector<NamedView> s = {{"residual", m_residual, StateMerge::conserve_sum}};
+  if (m_q.extent(0) > 0) s.push_back({"powersgd_q", m_q, StateMerge::mean});
+  return s;
+}
+
+// Modified Gram-Schmidt on the r columns of one P block (r is small, the columns are long).
+void PowerSgdExchange::orthonormalise(const Block& b) const {
+  const MatrixView p = matrix(m_p, b.p_offset, b.rows, m_options.rank);
+  const Policy rows(exec(), 0, b.rows);
+  for (int j = 0; j < m_options.rank; ++j) {
+    for (int k = 0; k < j; ++k) {
+      double dot = 0.0;
+      Kokkos::parallel_reduce(
+          "a2sgd::compress::powersgd_dot", rows,
+          KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, k)) * static_cast<double>(p(i, j)); },
+          dot);
+      const float d = static_cast<float>(dot);
+      Kokkos::parallel_for(
+          "a2sgd::compress::powersgd_project", rows, KOKKOS_LAMBDA(Index i) { p(i, j) -= d * p(i, k); });
+    }
+    double sq = 0.0;
+    Kokkos::parallel_reduce(
+        "a2sgd::compress::powersgd_norm", rows,
+        KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, j)) * static_cast<double>(p(i, j)); }, sq);
+    // A zero column (rank-deficient M) stays zero: it adds nothing to the projection.
+    if (sq > 0.0) {
+      const float inv = static_cast<float>(1.0 / std::sqrt(sq));
+      Kokkos::parallel_for(
+          "a2sgd::compress::powersgd_normalise", rows, KOKKOS_LAMBDA(Index i) { p(i, j) *= inv; });
+    } else if (!(sq == 0.0)) {  // NaN: keep it, so that every rank stops on the update
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      Kokkos::parallel_for(
+          "a2sgd::compress::powersgd_normalise", rows, KOKKOS_LAMBDA(Index i) { p(i, j) = nan; });
+    }
+  }
+}
+
+void PowerSgdExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+                               StepStats& stats) {
+  Stopwatch clock;
+  const Index r = m_options.rank;
+  const FloatView e = m_residual, u = m_update, pbuf = m_p;
+  const std::int64_t bad = compress::impl::fold_into_residual(exec(), grad, e);
+  for (const auto& b : m_blocks)
+    KokkosBlas::gemm("N", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
+                     matrix(m_p, b.p_offset, b.rows, r));
+  for (const auto& d : m_dense) {
+    const Index from = d.offset, to = d.p_offset;
+    Kokkos::parallel_for(
+        "a2sgd::compress::powersgd_dense_pack", Policy(exec(), 0, d.size), KOKKOS_LAMBDA(Index i) {
+          pbuf(to + i) = e(from + i);
+          e(from + i) = 0.0f;
+        });
+  }
+  // A non-finite entry anywhere poisons the payload, so every rank's update is non-finite and
+  // every rank stops in apply_dense.
+  if (bad > 0 && pbuf.extent(0) > 0)
+    Kokkos::deep_copy(Kokkos::subview(pbuf, 0), std::numeric_limits<float>::quiet_NaN());
+  exec().fence();
+  stats.compress_s += clock.seconds();
+
+  allreduce_sum(m_p, stats);
+
+  clock.restart();
+  for (const auto& b : m_blocks) {
+    orthonormalise(b);
+    KokkosBlas::gemm("T", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_p, b.p_offset, b.rows, r), 0.0f,
+                     matrix(m_q, b.q_offset, b.cols, r));
+  }
+  exec().fence();
+  stats.compress_s += clock.seconds();
+
+  if (q_payload() > 0) allreduce_sum(m_q, stats);
+
+  clock.restart();
+  const float inv_p = 1.0f / static_cast<float>(comm().size());
+  scale(m_q, inv_p);
+  for (const auto& b : m_blocks) {
+    KokkosBlas::gemm("N", "T", 1.0f, matrix(m_p, b.p_offset, b.rows, r), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
+                     matrix(u, b.offset, b.rows, b.cols));
+    const Index from = b.offset;
+    Kokkos::parallel_for(
+        "a2sgd::compress::powersgd_residual", Policy(exec(), 0, b.rows * b.cols),
+        KOKKOS_LAMBDA(Index i) { e(from + i) -= u(from + i); });
+  }
+  for (const auto& d : m_dense) {
+    const Index from = d.p_offset, to = d.offset;
+    Kokkos::parallel_for(
+        "a2sgd::compress::powersgd_dense_unpack", Policy(exec(), 0, d.size),
+        KOKKOS_LAMBDA(Index i) { u(to + i) = pbuf(from + i) * inv_p; });
+  }
+  exec().fence();
+  stats.optimizer_s += clock.seconds();
+  apply_dense(params, m_update, opt, lr, 1.0f, stats);
+}
+
+}  // namespace a2sgd

@@ -1,0 +1,206 @@
+#include "TestingCatch.hpp"
+
+#include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/compress/QsgdExchange.hpp>
+#include <a2sgd/compress/RandomkExchange.hpp>
+#include <a2sgd/compress/impl/BitPack.hpp>
+#include <a2sgd/core/Error.hpp>
+#include <a2sgd/core/Random.hpp>
+
+#include <cmath>
+#include <limits>
+
+using namespace a2sgd;
+using namespace a2sgd::testing;
+
+namespace {
+
+using Words = Kokkos::View<std::uint32_t*, MemorySpace>;
+using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
+
+std::vector<float> random_values(std::size_t n, std::uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.normal());
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("bit packing round-trips fields of every width", "[bitpack]") {
+  for (int bits : {1, 2, 3, 5, 7, 8, 10, 13, 16, 24, 25, 31, 32}) {
+    for (Index n : {Index(1), Index(31), Index(32), Index(33), Index(1000), Index(4099)}) {
+      INFO("bits " << bits << ", n " << n);
+      Rng rng(static_cast<std::uint64_t>(bits * 10007 + n));
+      Kokkos::View<std::uint32_t*, MemorySpace> fields("fields", static_cast<std::size_t>(n));
+      auto host_fields = Kokkos::create_mirror_view(fields);
+      const std::uint64_t mask = compress::impl::field_mask(bits);
+      for (Index i = 0; i < n; ++i) host_fields(i) = static_cast<std::uint32_t>((rng.below(1ull << 32)) & mask);
+      host_fields(0) = static_cast<std::uint32_t>(mask);  // all ones at the stream start
+      host_fields(n - 1) = static_cast<std::uint32_t>(mask);  // and at its end
+      Kokkos::deep_copy(fields, host_fields);
+      const Index words = compress::impl::packed_words(n, bits);
+      CHECK(words == (n * bits + 31) / 32);
+      Words packed("packed", static_cast<std::size_t>(words + 1));  // word 0: some other payload
+      Kokkos::parallel_for(
+          Policy(0, words), KOKKOS_LAMBDA(Index w) {
+            packed(w + 1) = compress::impl::pack_word(w, n, bits, [=](Index i) { return fields(i); });
+          });
+      Kokkos::View<std::uint32_t*, MemorySpace> back("back", static_cast<std::size_t>(n));
+      Kokkos::parallel_for(
+          Policy(0, n), KOKKOS_LAMBDA(Index i) { back(i) = compress::impl::unpack_field(packed, 1, i, bits); });
+      auto host_back = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), back);
+      auto host_packed = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
+      int wrong = 0;
+      for (Index i = 0; i < n; ++i) wrong += host_back(i) != host_fields(i);
+      CHECK(wrong == 0);
+      // Bits past the last field stay zero, so payloads compare and hash deterministically.
+      const int used = static_cast<int>((n * bits) % 32);
+      if (used != 0) CHECK((host_packed(words) >> used) == 0u);
+    }
+  }
+}
+
+TEST_CASE("QSGD bits per entry and bytes per step follow ceil(log2(s+1)) + 1", "[qsgd]") {
+  CHECK(QsgdExchange::bits_for_levels(1) == 2);
+  CHECK(QsgdExchange::bits_for_levels(3) == 3);
+  CHECK(QsgdExchange::bits_for_levels(4) == 4);
+  CHECK(QsgdExchange::bits_for_levels(255) == 9);
+  CHECK(QsgdExchange::bits_for_levels(256) == 10);
+  CHECK(QsgdExchange::bits_for_levels((1 << 24) - 1) == 25);
+  CHECK_THROWS_WITH(QsgdExchange::bits_for_levels(0), A2SGD_CONTAINS("0 levels"));
+  CHECK_THROWS_AS(QsgdExchange::bits_for_levels(1 << 24), InvalidArgument);
+
+  Communicator comm;
+  for (std::int64_t s : {1, 7, 256}) {
+    const std::size_t n = 1001;
+    QsgdOptions o;
+    o.levels = s;
+    QsgdExchange ex(comm, static_cast<Index>(n), o);
+    const int b = QsgdExchange::bits_for_levels(s);
+    Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+    auto x = to_device(std::vector<float>(n, 0.0f));
+    ex.step(x, to_device(random_values(n, 3)), sgd, 1.0);
+    CHECK(ex.stats().last_step.bytes_sent == 4 + 4 * ((n * b + 31) / 32));
+    CHECK(ex.stats().last_step.messages == 1);
+  }
+}
+
+TEST_CASE("QSGD decodes to multiples of v / s with |level| <= s", "[qsgd]") {
+  Communicator comm;
+  const std::size_t n = 2000;
+  const std::int64_t s = 5;
+  const int p = comm.size();
+  QsgdOptions o;
+  o.levels = s;
+  QsgdExchange ex(comm, static_cast<Index>(n), o);
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  const auto g = random_values(n, 11);  // the same on every rank: one norm v
+  double sq = 0.0;
+  for (float v : g) sq += double(v) * v;
+  const float v = static_cast<float>(std::sqrt(sq));
+  ex.step(x, to_device(g), sgd, 1.0);
+  const auto xs = to_host(x);
+  int off_grid = 0, too_large = 0, wrong_sign = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double levels = -double(xs[i]) * s * p / v;  // sum over ranks of +-l
+    off_grid += std::abs(levels - std::round(levels)) > 1e-3;
+    too_large += std::abs(levels) > double(s * p) + 1e-3;
+    wrong_sign += levels * g[i] < -1e-3;
+  }
+  CHECK(off_grid == 0);
+  CHECK(too_large == 0);
+  CHECK(wrong_sign == 0);
+}
+
+TEST_CASE("QSGD is unbiased: the mean update over many steps is the mean gradient", "[qsgd]") {
+  Communicator comm;
+  const std::size_t n = 64;
+  const int p = comm.size();
+  const int steps = 2000;
+  for (std::int64_t s : {1, 4}) {
+    INFO("levels " << s);
+    QsgdOptions o;
+    o.levels = s;
+    o.seed = 99;
+    QsgdExchange ex(comm, static_cast<Index>(n), o);
+    Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+    auto x = to_device(std::vector<float>(n, 0.0f));
+    const auto g = random_values(n, 1000u + static_cast<unsigned>(comm.rank()));
+    const auto all = allgather(g);
+    auto dg = to_device(g);
+    for (int t = 0; t < steps; ++t) {
+      Kokkos::deep_copy(dg, to_device(g));
+      ex.step(x, dg, sgd, 1.0);
+    }
+    const auto xs = to_host(x);
+    // Per rank the decoded entry has variance (v/s)^2 f (1 - f) <= (v/s)^2 / 4; the step's
+    // update averages p of them. Tolerance: 5 standard errors of the mean over the steps.
+    double var = 0.0;
+    for (int r = 0; r < p; ++r) {
+      double sq = 0.0;
+      for (std::size_t i = 0; i < n; ++i) sq += double(all[r * n + i]) * all[r * n + i];
+      var += sq / (double(s) * s) / 4.0;
+    }
+    const double tol = 5.0 * std::sqrt(var) / p / std::sqrt(double(steps)) + 1e-5;
+    int biased = 0;
+    double worst = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      double want = 0.0;
+      for (int r = 0; r < p; ++r) want += all[r * n + i];
+      want /= p;
+      const double got = -double(xs[i]) / steps;
+      worst = std::max(worst, std::abs(got - want) / tol);
+      biased += std::abs(got - want) > tol;
+    }
+    INFO("worst |mean - g| in tolerances: " << worst);
+    CHECK(biased == 0);
+  }
+}
+
+TEST_CASE("Random-K is unbiased up to n/k: (n/k) times the mean sent vector over many steps is a", "[randomk]") {
+  Communicator comm;
+  const std::size_t n = 500;
+  RandomkOptions o;
+  o.ratio = 0.04;  // k = 20
+  o.seed = 5;
+  RandomkExchange ex(comm, static_cast<Index>(n), o);
+  const double k = static_cast<double>(ex.k());
+  const int steps = 4000;
+  const auto a = random_values(n, 8);
+  std::vector<double> sum(n, 0.0);
+  for (int t = 0; t < steps; ++t)
+    for (Index i : ex.indices(static_cast<std::uint64_t>(t))) sum[static_cast<std::size_t>(i)] += a[i];
+  // (n/k) a_i 1[i in S]: mean a_i, standard deviation |a_i| sqrt(n/k - 1).
+  int biased = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double est = sum[i] * (double(n) / k) / steps;
+    const double tol = 5.0 * std::abs(a[i]) * std::sqrt(double(n) / k - 1.0) / std::sqrt(double(steps)) + 1e-9;
+    biased += std::abs(est - a[i]) > tol;
+  }
+  CHECK(biased == 0);
+}
+
+TEST_CASE("a non-finite gradient on one rank stops every rank in QSGD, EF-sign and PowerSGD steps", "[qsgd][errors]") {
+  Communicator comm;
+  const std::size_t n = 3001;
+  for (const char* method : {"qsgd", "efsign", "powersgd"}) {
+    INFO(method);
+    ExchangeConfig cfg;
+    cfg.method = method;
+    cfg.layout = {{"w", {30, 100}, 0, 3000}, {"b", {1}, 3000, 1}};
+    auto ex = make_exchange(cfg, comm, static_cast<Index>(n));
+    Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+    auto x = to_device(std::vector<float>(n, 0.0f));
+    auto g = random_values(n, 5);
+    if (comm.rank() == comm.size() - 1) g[1234] = std::numeric_limits<float>::infinity();
+    bool threw = false;
+    try {
+      ex->step(x, to_device(g), sgd, 0.1);
+    } catch (const NonFiniteError&) {
+      threw = true;
+    }
+    CHECK(threw);
+  }
+}
