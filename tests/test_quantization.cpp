@@ -41,14 +41,21 @@ TEST_CASE("bit packing round-trips fields of every width", "[bitpack]") {
       Kokkos::deep_copy(fields, host_fields);
       const Index words = compress::impl::packed_words(n, bits);
       CHECK(words == (n * bits + 31) / 32);
-      Words packed("packed", static_cast<std::size_t>(words + 1));  // word 0: some other payload
+      // Word 0 stands for another payload field, the word after the stream is a sentinel.
+      Words packed("packed", static_cast<std::size_t>(words + 2));
+      Kokkos::deep_copy(Kokkos::subview(packed, words + 1), 0xDEADBEEFu);
+      const Index groups = compress::impl::packed_groups(n);
+      CHECK(groups == (n + 31) / 32);
       Kokkos::parallel_for(
-          Policy(0, words), KOKKOS_LAMBDA(Index w) {
-            packed(w + 1) = compress::impl::pack_word(w, n, bits, [=](Index i) { return fields(i); });
+          Policy(0, groups), KOKKOS_LAMBDA(Index grp) {
+            compress::impl::pack_group(packed, 1, grp, n, bits, [=](Index i) { return fields(i); });
           });
       Kokkos::View<std::uint32_t*, MemorySpace> back("back", static_cast<std::size_t>(n));
       Kokkos::parallel_for(
-          Policy(0, n), KOKKOS_LAMBDA(Index i) { back(i) = compress::impl::unpack_field(packed, 1, i, bits); });
+          Policy(0, groups), KOKKOS_LAMBDA(Index grp) {
+            compress::impl::unpack_group(packed, 1, grp, n, bits,
+                                         [&](int j, std::uint32_t f) { back(grp * 32 + j) = f; });
+          });
       auto host_back = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), back);
       auto host_packed = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), packed);
       int wrong = 0;
@@ -57,6 +64,8 @@ TEST_CASE("bit packing round-trips fields of every width", "[bitpack]") {
       // Bits past the last field stay zero, so payloads compare and hash deterministically.
       const int used = static_cast<int>((n * bits) % 32);
       if (used != 0) CHECK((host_packed(words) >> used) == 0u);
+      CHECK(host_packed(0) == 0u);
+      CHECK(host_packed(words + 1) == 0xDEADBEEFu);
     }
   }
 }

@@ -1,5 +1,6 @@
 #include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
+#include <a2sgd/compress/impl/SumReduce.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 
 #include <limits>
@@ -23,10 +24,9 @@ void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Opt
   const Index n = size(), words = payload_words() - 1;
   const std::int64_t bad = compress::impl::fold_into_residual(exec(), grad, m_residual);
   const FloatView e = m_residual;
-  double l1 = 0.0;
-  Kokkos::parallel_reduce(
-      "a2sgd::compress::efsign_norm", Policy(exec(), 0, n),
-      KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(a2sgd::detail::abs(e(i))); }, l1);
+  const double l1 = compress::impl::sum_reduce(
+      exec(), "a2sgd::compress::efsign_norm", n,
+      KOKKOS_LAMBDA(Index i) { return static_cast<double>(a2sgd::detail::abs(e(i))); });
   const float scale =
       bad > 0 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(l1 / static_cast<double>(n));
   // Pack the signs (bit set: negative) and take s sign(a) out of the residual.
@@ -36,9 +36,9 @@ void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Opt
         std::uint32_t bits = 0;
         const Index end = (w + 1) * 32 < n ? (w + 1) * 32 : n;
         for (Index i = w * 32; i < end; ++i) {
-          const bool neg = e(i) < 0.0f;
-          bits |= static_cast<std::uint32_t>(neg) << (i - w * 32);
-          e(i) -= neg ? -scale : scale;
+          const std::uint32_t neg = e(i) < 0.0f;
+          bits |= neg << (i - w * 32);
+          e(i) -= scale * (1.0f - 2.0f * static_cast<float>(neg));  // branch-free (random signs)
         }
         out(w + 1) = bits;
         if (w == 0) out(0) = detail::float_bits(scale);
@@ -56,15 +56,20 @@ void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Opt
   const int p = comm().size();
   const Index stride = payload_words();
   const float inv_p = 1.0f / static_cast<float>(p);
+  // One work item per 32-entry word: each rank's sign word is read once.
   Kokkos::parallel_for(
-      "a2sgd::compress::efsign_decode", Policy(exec(), 0, n), KOKKOS_LAMBDA(Index i) {
-        float sum = 0.0f;
+      "a2sgd::compress::efsign_decode", Policy(exec(), 0, words), KOKKOS_LAMBDA(Index w) {
+        float sum[32] = {};
         for (int r = 0; r < p; ++r) {
           const float s = detail::bits_float(all(r * stride));
-          const bool neg = (all(r * stride + 1 + i / 32) >> (i % 32)) & 1u;
-          sum += neg ? -s : s;
+          const std::uint32_t bits = all(r * stride + 1 + w);
+          // Branch-free: signs are close to random, so a branch per entry would be mispredicted
+          // about half the time.
+          for (int j = 0; j < 32; ++j) sum[j] += s * (1.0f - 2.0f * static_cast<float>((bits >> j) & 1u));
         }
-        u(i) = sum * inv_p;
+        const Index begin = w * 32;
+        const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
+        for (int j = 0; j < count; ++j) u(begin + j) = sum[j] * inv_p;
       });
   exec().fence();
   stats.optimizer_s += clock.seconds();

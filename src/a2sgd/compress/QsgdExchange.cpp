@@ -1,5 +1,6 @@
 #include <a2sgd/compress/QsgdExchange.hpp>
 #include <a2sgd/compress/impl/BitPack.hpp>
+#include <a2sgd/compress/impl/SumReduce.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/Random.hpp>
@@ -44,10 +45,9 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   const Index n = size();
   const int bits = m_bits;
   const ConstFloatView g = grad;
-  double sum_sq = 0.0;
-  Kokkos::parallel_reduce(
-      "a2sgd::compress::qsgd_norm", Policy(exec(), 0, n),
-      KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(g(i)) * static_cast<double>(g(i)); }, sum_sq);
+  const double sum_sq = compress::impl::sum_reduce(
+      exec(), "a2sgd::compress::qsgd_norm", n,
+      KOKKOS_LAMBDA(Index i) { return static_cast<double>(g(i)) * static_cast<double>(g(i)); });
   // A non-finite gradient gives a non-finite norm; sending NaN as the norm stops every rank.
   const bool finite = std::isfinite(sum_sq);
   const float norm = finite ? static_cast<float>(std::sqrt(sum_sq)) : std::numeric_limits<float>::quiet_NaN();
@@ -62,19 +62,21 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
     const float a = g(i);
     const float x = a2sgd::detail::abs(a) * to_level;
     const auto lo = static_cast<std::uint32_t>(x);  // floor: 0 <= x <= s < 2^24
-    std::uint32_t level =
-        lo + (compress::impl::counter_uniform(key, static_cast<std::uint64_t>(i)) < x - static_cast<float>(lo) ? 1u : 0u);
+    // Branch-free (the rounding and the signs are random, branches would be mispredicted).
+    std::uint32_t level = lo + static_cast<std::uint32_t>(
+                                   compress::impl::counter_uniform(key, static_cast<std::uint64_t>(i)) <
+                                   x - static_cast<float>(lo));
     level = level < top ? level : top;
-    return level | (a < 0.0f ? sign_bit : 0u);
+    return level | (static_cast<std::uint32_t>(a < 0.0f) << (bits - 1));
   };
   const auto out = m_words;
-  const Index words = payload_words() - 1;
+  const Index groups = compress::impl::packed_groups(n);
   Kokkos::parallel_for(
-      "a2sgd::compress::qsgd_pack", Policy(exec(), 0, words), KOKKOS_LAMBDA(Index w) {
-        out(w + 1) = compress::impl::pack_word(w, n, bits, field);
-        if (w == 0) out(0) = detail::float_bits(norm);
+      "a2sgd::compress::qsgd_pack", Policy(exec(), 0, groups), KOKKOS_LAMBDA(Index grp) {
+        compress::impl::pack_group(out, 1, grp, n, bits, field);
+        if (grp == 0) out(0) = detail::float_bits(norm);
       });
-  if (words == 0) Kokkos::deep_copy(Kokkos::subview(m_words, 0), detail::float_bits(norm));
+  if (groups == 0) Kokkos::deep_copy(Kokkos::subview(m_words, 0), detail::float_bits(norm));
   auto host_words = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_words);
   stats.compress_s += clock.seconds();
 
@@ -90,14 +92,18 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   const float unit = 1.0f / (s * static_cast<float>(p));
   const std::uint32_t level_mask = sign_bit - 1u;
   Kokkos::parallel_for(
-      "a2sgd::compress::qsgd_decode", Policy(exec(), 0, n), KOKKOS_LAMBDA(Index i) {
-        float sum = 0.0f;
+      "a2sgd::compress::qsgd_decode", Policy(exec(), 0, groups), KOKKOS_LAMBDA(Index grp) {
+        float sum[32] = {};
         for (int r = 0; r < p; ++r) {
-          const std::uint32_t f = compress::impl::unpack_field(all, r * stride + 1, i, bits);
-          const float v = detail::bits_float(all(r * stride)) * static_cast<float>(f & level_mask);
-          sum += (f & sign_bit) ? -v : v;
+          const float v = detail::bits_float(all(r * stride));
+          compress::impl::unpack_group(all, r * stride + 1, grp, n, bits, [&](int j, std::uint32_t f) {
+            const float sign = 1.0f - 2.0f * static_cast<float>(f >> (bits - 1));  // branch-free
+            sum[j] += sign * v * static_cast<float>(f & level_mask);
+          });
         }
-        u(i) = sum * unit;
+        const Index begin = grp * 32;
+        const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
+        for (int j = 0; j < count; ++j) u(begin + j) = sum[j] * unit;
       });
   exec().fence();
   stats.optimizer_s += clock.seconds();

@@ -2,8 +2,8 @@
 // Fixed-width bit fields packed into a stream of 32-bit words (internal).
 //
 // Field i of width b occupies stream bits [i b, i b + b); stream bit j is bit (j mod 32) of word
-// j / 32. Packing is written per output word (each word gathers the fields that overlap it), so
-// a kernel over words needs no atomics; a field that straddles two words is produced twice.
+// j / 32. 32 fields fill exactly b words, so a kernel works per group of 32 fields: no atomics,
+// no division per field, and each field is produced once.
 
 #include <a2sgd/core/Types.hpp>
 
@@ -16,32 +16,51 @@ KOKKOS_INLINE_FUNCTION Index packed_words(Index n, int bits) { return (n * bits 
 
 KOKKOS_INLINE_FUNCTION std::uint64_t field_mask(int bits) { return (std::uint64_t(1) << bits) - 1u; }
 
-/// Word w of the stream of n fields, field(i) giving field i (only its low `bits` bits are used).
-template <class Field>
-KOKKOS_INLINE_FUNCTION std::uint32_t pack_word(Index w, Index n, int bits, const Field& field) {
-  const Index first = w * 32;
-  const Index begin = first / bits;
-  const Index stop = (first + 32 + bits - 1) / bits;
-  const Index end = stop < n ? stop : n;
-  const std::uint64_t mask = field_mask(bits);
-  std::uint32_t word = 0;
+/// Groups of 32 fields: group grp holds fields [32 grp, 32 grp + 32) and occupies exactly
+/// `bits` whole words from word offset + grp * bits (the last group may be shorter).
+KOKKOS_INLINE_FUNCTION Index packed_groups(Index n) { return (n + 31) / 32; }
+
+/// Writes group grp of the stream of n fields into words(offset + grp * bits, ...); field(i)
+/// gives field i (below 2^bits).
+template <class Words, class Field>
+KOKKOS_INLINE_FUNCTION void pack_group(const Words& words, Index offset, Index grp, Index n, int bits,
+                                       const Field& field) {
+  const Index begin = grp * 32;
+  const Index end = begin + 32 < n ? begin + 32 : n;
+  Index w = offset + grp * bits;
+  std::uint64_t acc = 0;
+  int filled = 0;
   for (Index i = begin; i < end; ++i) {
-    const std::uint64_t v = static_cast<std::uint64_t>(field(i)) & mask;
-    const Index pos = i * bits - first;  // in (-bits, 32)
-    word |= pos >= 0 ? static_cast<std::uint32_t>(v << pos) : static_cast<std::uint32_t>(v >> (-pos));
+    acc |= static_cast<std::uint64_t>(field(i)) << filled;
+    filled += bits;
+    if (filled >= 32) {
+      words(w++) = static_cast<std::uint32_t>(acc);
+      acc >>= 32;
+      filled -= 32;
+    }
   }
-  return word;
+  if (filled > 0) words(w) = static_cast<std::uint32_t>(acc);
 }
 
-/// Field i of a stream stored in words(offset), words(offset + 1), ...
-template <class Words>
-KOKKOS_INLINE_FUNCTION std::uint32_t unpack_field(const Words& words, Index offset, Index i, int bits) {
-  const Index bit = i * bits;
-  const Index w = offset + bit / 32;
-  const int shift = static_cast<int>(bit % 32);
-  std::uint64_t v = words(w);
-  if (shift + bits > 32) v |= static_cast<std::uint64_t>(words(w + 1)) << 32;
-  return static_cast<std::uint32_t>((v >> shift) & field_mask(bits));
+/// Reads group grp back: visit(j, field) for j = 0 .. (fields in the group) - 1, in order.
+template <class Words, class Visit>
+KOKKOS_INLINE_FUNCTION void unpack_group(const Words& words, Index offset, Index grp, Index n, int bits,
+                                         const Visit& visit) {
+  const Index begin = grp * 32;
+  const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
+  const std::uint64_t mask = field_mask(bits);
+  Index w = offset + grp * bits;
+  std::uint64_t acc = 0;
+  int have = 0;
+  for (int j = 0; j < count; ++j) {
+    if (have < bits) {
+      acc |= static_cast<std::uint64_t>(words(w++)) << have;
+      have += 32;
+    }
+    visit(j, static_cast<std::uint32_t>(acc & mask));
+    acc >>= bits;
+    have -= bits;
+  }
 }
 
 /// Counter-based uniform random number in [0, 1) with 24 random bits: the same (key, i) gives the
