@@ -9,6 +9,7 @@ A2SGD_DEBIAN_PACKAGES=(
   libboost-program-options-dev catch2 zlib1g-dev
   dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
   libopenblas0-serial  # Kokkos Kernels calls libblas.so.3: without OpenBLAS it is the slow reference BLAS
+  python3 python3-matplotlib  # scripts/plot_bench.py
 )
 
 a2sgd_install_deps() {

@@ -1,11 +1,12 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Plots a2sgd-bench --project --csv output: projected time per step against the number of
 ranks p, one line per method, one PNG per (gradient size, link).
 
     mpiexec -n 2 build/apps/bench/a2sgd-bench --project --csv bench.csv
-    python3 scripts/plot_bench.py bench.csv --out plots/
+    scripts/plot_bench.py bench.csv --out plots/
 
-Needs python3-matplotlib (Debian package; scripts/deps.sh installs it).
+Needs Debian's python3 (/usr/bin/python3) with python3-matplotlib (scripts/deps.sh installs it).
+
 """
 import argparse
 import csv

@@ -1,5 +1,5 @@
 # a2sgd-train checkpoints end to end on 2 ranks (MODE selects the scenario):
-#   resume  - N steps in one run equal N/2, restart, N/2 (dense and A2SGD): final checkpoints
+#   resume  - N steps in one run equal N/2, restart, N/2 (dense, A2SGD, PowerSGD, QSGD): final checkpoints
 #             identical bit for bit, the same metrics after the restart; --eval-only reports the
 #             final evaluation's accuracy; an elastic 2 -> 4 restart completes.
 #   fault   - one rank SIGKILLed mid-run, and mid-checkpoint-write; --resume auto then reaches
@@ -51,7 +51,8 @@ endfunction()
 set(ref_args --steps 100 --checkpoint-every 25 --eval-every 50)
 
 if(MODE STREQUAL "resume")
-  foreach(method dense a2sgd)
+  # PowerSGD carries a state shorter than n (its Q matrices), QSGD a random stream per step.
+  foreach(method dense a2sgd powersgd qsgd)
     train(2 0 --compressor ${method} ${ref_args} --checkpoint-dir ${work}/ref_${method} --metrics ${work}/ref_${method}.jsonl)
     train(2 0 --compressor ${method} --steps 55 --checkpoint-every 25 --eval-every 50
           --checkpoint-dir ${work}/split_${method} --metrics ${work}/first_${method}.jsonl)

@@ -22,11 +22,14 @@ constexpr Index n = 1037;
 // Deterministic per-rank contents: value(kind, rank, i).
 float value(int kind, int rank, Index i) { return static_cast<float>(kind * 1000 + rank * 10) + 0.001f * i; }
 
-FloatView filled(int kind, int rank) {
-  std::vector<float> v(n);
-  for (Index i = 0; i < n; ++i) v[i] = value(kind, rank, i);
+FloatView filled(int kind, int rank, Index len = n) {
+  std::vector<float> v(static_cast<std::size_t>(len));
+  for (Index i = 0; i < len; ++i) v[i] = value(kind, rank, i);
   return to_device(v);
 }
+
+// Exchange state of another length than n, merged by mean (e.g. PowerSGD's Q matrices).
+constexpr Index shared_len = 37;
 
 io::CheckpointMetadata make_meta(const Communicator& comm, std::uint64_t step) {
   io::CheckpointMetadata m;
@@ -47,7 +50,7 @@ io::CheckpointState make_state(int rank) {
   io::CheckpointState s;
   s.params = filled(1, rank);
   s.averaged = filled(2, 0);
-  s.exchange_state = {{"residual", filled(3, rank)}};
+  s.exchange_state = {{"residual", filled(3, rank)}, {"shared", filled(5, rank, shared_len), StateMerge::mean}};
   s.optimizer_state = {{"momentum", filled(4, rank)}};
   s.optimizer_steps = 17;
   s.exchange_steps = 18;
@@ -60,7 +63,7 @@ io::CheckpointState empty_state() {
   io::CheckpointState s;
   s.params = FloatView("p", n);
   s.averaged = FloatView("a", n);
-  s.exchange_state = {{"residual", FloatView("e", n)}};
+  s.exchange_state = {{"residual", FloatView("e", n)}, {"shared", FloatView("q", shared_len), StateMerge::mean}};
   s.optimizer_state = {{"momentum", FloatView("m", n)}};
   s.scalars = {{"loss_sum", 0.0}, {"bytes", 0.0}};
   s.timers = {{"wall_s", 0.0}};
@@ -129,6 +132,7 @@ TEST_CASE("checkpoint round trip on the same ranks is bit-exact and atomic", "[c
   CHECK(to_host(s.params) == to_host(want.params));
   CHECK(to_host(s.averaged) == to_host(want.averaged));
   CHECK(to_host(s.exchange_state[0].view) == to_host(want.exchange_state[0].view));
+  CHECK(to_host(s.exchange_state[1].view) == to_host(want.exchange_state[1].view));
   CHECK(to_host(s.optimizer_state[0].view) == to_host(want.optimizer_state[0].view));
   CHECK(s.optimizer_steps == 17);
   CHECK(s.exchange_steps == 18);
@@ -143,7 +147,7 @@ TEST_CASE("checkpoint round trip on the same ranks is bit-exact and atomic", "[c
   if (comm.rank() == 0) fs::remove_all(dir);
 }
 
-TEST_CASE("elastic restart: averaged model, conserved residual sum, mean optimizer state", "[checkpoint]") {
+TEST_CASE("elastic restart: averaged model, conserved residual sum, mean optimizer and shared state", "[checkpoint]") {
   Communicator comm;
   const int p = comm.size();
   // (old world size, new world size) pairs this rank count can run.
@@ -175,6 +179,14 @@ TEST_CASE("elastic restart: averaged model, conserved residual sum, mean optimiz
         wrong += averaged[i] != value(2, 0, i);
         wrong += std::abs(residual_sum[i] - old_sum) > 1e-3 * (1 + std::abs(old_sum));
         wrong += std::abs(momentum[i] - old_mean) > 1e-3 * (1 + std::abs(old_mean));
+      }
+      CHECK(wrong == 0);
+      const auto shared = to_host(s.exchange_state[1].view);  // StateMerge::mean: the old ranks' mean
+      REQUIRE(shared.size() == static_cast<std::size_t>(shared_len));
+      for (Index i = 0; i < shared_len; ++i) {
+        double old_mean = 0.0;
+        for (int r = 0; r < p_old; ++r) old_mean += value(5, r, i) / p_old;
+        wrong += std::abs(shared[i] - old_mean) > 1e-3 * (1 + std::abs(old_mean));
       }
       CHECK(wrong == 0);
       CHECK_THAT(s.scalars[0].second, WithinAbs(1.5 + (p_old - 1) / 2.0, 1e-12));  // mean over old ranks
@@ -232,6 +244,12 @@ TEST_CASE("bad checkpoint files fail on every rank with the file named and stay 
   small.params = FloatView("p", n - 1);
   CHECK_THROWS_WITH(io::read_checkpoint(comm, good, io::read_checkpoint_metadata(comm, good), small),
                     A2SGD_CONTAINS("holds 1037 parameters"));
+  // Exchange state of another length than the file's (e.g. another PowerSGD rank).
+  auto other_len = empty_state();
+  other_len.exchange_state[1].view = FloatView("q", shared_len + 1);
+  CHECK_THROWS_WITH(io::read_checkpoint(comm, good, io::read_checkpoint_metadata(comm, good), other_len),
+                    A2SGD_CONTAINS("/replicas/shared has shape [" + std::to_string(comm.size()) + ", 37], expected [" +
+                                   std::to_string(comm.size()) + ", 38]"));
   // An unwritable destination fails on every rank, and leaves nothing behind.
   CHECK_THROWS_WITH(io::write_checkpoint(comm, (dir / "no" / "such" / "dir.h5").string(), make_meta(comm, 1),
                                          make_state(comm.rank())),

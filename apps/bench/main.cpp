@@ -160,14 +160,19 @@ int run(int argc, char** argv, const Communicator& comm) {
   const bool root = comm.rank() == 0;
   const int p = comm.size();
   std::ofstream csv;
-  comm.all_or_throw([&] {
-    if (root && !c.csv.empty()) {
-      csv.open(c.csv);
-      if (!csv) throw InvalidArgument("--csv " + c.csv + ": cannot open for writing");
-      csv << "kind,method,values,ranks,link_gbps,alpha_us,compress_s,comm_s,apply_s,step_s,bytes_per_rank,"
-             "messages,compress_bytes_touched,apply_bytes_touched,copy_gbs\n";
-    }
-  });
+  try {
+    comm.all_or_throw([&] {
+      if (root && !c.csv.empty()) {
+        csv.open(c.csv);
+        if (!csv) throw InvalidArgument("--csv " + c.csv + ": cannot open for writing");
+        csv << "kind,method,values,ranks,link_gbps,alpha_us,compress_s,comm_s,apply_s,step_s,bytes_per_rank,"
+               "messages,compress_bytes_touched,apply_bytes_touched,copy_gbs\n";
+      }
+    });
+  } catch (const CollectiveError& e) {
+    if (root) std::fprintf(stderr, "a2sgd-bench: error: %s\n", e.what());
+    return 2;
+  }
   auto row = [&](const char* kind, const std::string& method, Index n, int ranks, double gbps, double alpha_us,
                  double compress, double comm_s, double apply, double step, double bytes, double messages,
                  double touched_c, double touched_a, double copy_gbs) {
