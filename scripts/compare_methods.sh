@@ -6,7 +6,8 @@
 #
 # Environment: A2SGD_BUILD_DIR (default: build), A2SGD_COMPARE_DIR (default: demo-output/compare),
 # A2SGD_COMPARE_RANKS (default: 2), A2SGD_COMPARE_ARGS (extra a2sgd-train options for every run),
-# A2SGD_COMPARE_METHODS (default: all methods).
+# A2SGD_COMPARE_METHODS (default: all methods), A2SGD_COMPARE_TABLE_ONLY=1 (print the table from an
+# earlier run's metrics without training).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,6 +36,7 @@ method_args() {
 }
 
 for method in ${methods}; do
+  [[ "${A2SGD_COMPARE_TABLE_ONLY:-0}" == 1 ]] && break
   # shellcheck disable=SC2046
   cmd=(mpiexec "${mpi_flags[@]}" -n "${ranks}" "${build}/apps/train/a2sgd-train" --compressor "${method}"
     $(method_args "${method}") --output-dir "${out}/${method}" --log-every 1000 --no-progress-bar --quiet)
@@ -47,8 +49,8 @@ done
 field() { tail -n 1 "${out}/$1/metrics.jsonl" | grep -o "\"$2\": [^,}]*" | head -n 1 | cut -d' ' -f2 | tr -d '"'; }
 
 echo
-printf '%-9s %-22s %9s %9s %9s %10s %12s %10s\n' method options "acc(rep0)" "acc(avg)" "ms/step" "compress" \
-  "bytes/step" "vs dense"
+printf '%-9s %-22s %9s %9s %9s %10s %9s %12s %10s\n' method options "acc(rep0)" "acc(avg)" "ms/step" \
+  "compress" "comm" "bytes/step" "vs dense"
 dense_bytes=""
 for method in ${methods}; do
   [[ "${method}" == dense ]] && dense_bytes="$(field dense bytes_per_step)"
@@ -58,7 +60,8 @@ for method in ${methods}; do
   args="$(method_args "${method}")"
   awk -v m="${method}" -v o="${args:-defaults}" -v r="$(field "${method}" test_accuracy)" \
     -v a="$(field "${method}" test_accuracy_averaged)" -v t="$(field "${method}" step_time_s)" \
-    -v c="$(field "${method}" compress_s_per_step)" -v b="${bytes}" -v d="${dense_bytes:-0}" \
-    'BEGIN { printf "%-9s %-22s %9.4f %9.4f %9.3f %10.3f %12.0f %9s\n", m, o, r, a, 1e3 * t, 1e3 * c, b,
+    -v c="$(field "${method}" compress_s_per_step)" -v k="$(field "${method}" comm_s_per_step)" -v b="${bytes}" \
+    -v d="${dense_bytes:-0}" \
+    'BEGIN { printf "%-9s %-22s %9.4f %9.4f %9.3f %10.3f %9.3f %12.0f %9s\n", m, o, r, a, 1e3 * t, 1e3 * c, 1e3 * k, b,
              (d > 0 ? sprintf("%.0fx", d / b) : "-") }'
 done

@@ -52,7 +52,6 @@ std::vector<std::uint32_t> TopkExchange::select(const ExecutionSpace& exec, cons
   // Threshold from a strided sample of |a|, aiming at about 2k candidates.
   const Index m = std::min<Index>(n, 16384);
   const Index stride = n / m;
-  auto host_a = Kokkos::create_mirror_view(a);
   std::vector<float> sample(static_cast<std::size_t>(m));
   {
     Kokkos::View<float*, MemorySpace> s("a2sgd::topk::sample", static_cast<std::size_t>(m));
@@ -85,10 +84,17 @@ std::vector<std::uint32_t> TopkExchange::select(const ExecutionSpace& exec, cons
     count = c;
   }
   // Exact selection of k among the candidates: largest |a| first, then the lower index.
-  const auto candidates = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), compact(exec, a, threshold, count));
-  Kokkos::deep_copy(host_a, a);
+  // Only the candidates' magnitudes travel to the host (count values, not n).
+  const auto device_candidates = compact(exec, a, threshold, count);
+  Kokkos::View<float*, MemorySpace> magnitudes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::topk::magnitudes"),
+                                               static_cast<std::size_t>(count));
+  Kokkos::parallel_for(
+      "a2sgd::compress::topk_gather", Policy(exec, 0, count),
+      KOKKOS_LAMBDA(Index j) { magnitudes(j) = a2sgd::detail::abs(a(device_candidates(j))); });
+  const auto candidates = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), device_candidates);
+  const auto host_magnitudes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), magnitudes);
   std::vector<std::pair<float, Index>> keyed(static_cast<std::size_t>(count));
-  for (std::int64_t i = 0; i < count; ++i) keyed[i] = {std::fabs(host_a(candidates(i))), candidates(i)};
+  for (std::int64_t i = 0; i < count; ++i) keyed[i] = {host_magnitudes(i), candidates(i)};
   auto before = [](const std::pair<float, Index>& x, const std::pair<float, Index>& y) {
     return x.first > y.first || (x.first == y.first && x.second < y.second);
   };
