@@ -262,6 +262,13 @@ int run(int argc, char** argv, const Communicator& comm) {
       }
     }
   }
+  if (csv.is_open()) {
+    csv.close();
+    if (!csv) {
+      std::fprintf(stderr, "a2sgd-bench: error: writing %s failed (disk full?)\n", c.csv.c_str());
+      return 1;  // only rank 0 writes; the others have nothing left to wait for
+    }
+  }
   if (!bytes_ok) {
     if (root) std::fprintf(stderr, "a2sgd-bench: error: measured bytes per step differ from the formulas\n");
     return 1;

@@ -32,6 +32,38 @@ MatrixView matrix(const FloatView& flat, Index offset, Index rows, Index cols) {
   return MatrixView(flat.data() + offset, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
 }
 
+// Modified Gram-Schmidt on the r columns of one P block (r is small, the columns are long).
+void orthonormalise(const ExecutionSpace& exec, const MatrixView& p) {
+  const Policy rows(exec, 0, static_cast<Index>(p.extent(0)));
+  const int r = static_cast<int>(p.extent(1));
+  for (int j = 0; j < r; ++j) {
+    for (int k = 0; k < j; ++k) {
+      double dot = 0.0;
+      Kokkos::parallel_reduce(
+          "a2sgd::compress::powersgd_dot", rows,
+          KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, k)) * static_cast<double>(p(i, j)); },
+          dot);
+      const float d = static_cast<float>(dot);
+      Kokkos::parallel_for(
+          "a2sgd::compress::powersgd_project", rows, KOKKOS_LAMBDA(Index i) { p(i, j) -= d * p(i, k); });
+    }
+    double sq = 0.0;
+    Kokkos::parallel_reduce(
+        "a2sgd::compress::powersgd_norm", rows,
+        KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, j)) * static_cast<double>(p(i, j)); }, sq);
+    // A zero column (rank-deficient M) stays zero: it adds nothing to the projection.
+    if (sq > 0.0) {
+      const float inv = static_cast<float>(1.0 / std::sqrt(sq));
+      Kokkos::parallel_for(
+          "a2sgd::compress::powersgd_normalise", rows, KOKKOS_LAMBDA(Index i) { p(i, j) *= inv; });
+    } else if (!(sq == 0.0)) {  // NaN: keep it, so that every rank stops on the update
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      Kokkos::parallel_for(
+          "a2sgd::compress::powersgd_normalise", rows, KOKKOS_LAMBDA(Index i) { p(i, j) = nan; });
+    }
+  }
+}
+
 }  // namespace
 
 std::string PowerSgdExchange::signature(const std::vector<TensorInfo>& layout, const PowerSgdOptions& options) {
@@ -100,38 +132,6 @@ std::vector<NamedView> PowerSgdExchange::state() const {
   return s;
 }
 
-// Modified Gram-Schmidt on the r columns of one P block (r is small, the columns are long).
-void PowerSgdExchange::orthonormalise(const Block& b) const {
-  const MatrixView p = matrix(m_p, b.p_offset, b.rows, m_options.rank);
-  const Policy rows(exec(), 0, b.rows);
-  for (int j = 0; j < m_options.rank; ++j) {
-    for (int k = 0; k < j; ++k) {
-      double dot = 0.0;
-      Kokkos::parallel_reduce(
-          "a2sgd::compress::powersgd_dot", rows,
-          KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, k)) * static_cast<double>(p(i, j)); },
-          dot);
-      const float d = static_cast<float>(dot);
-      Kokkos::parallel_for(
-          "a2sgd::compress::powersgd_project", rows, KOKKOS_LAMBDA(Index i) { p(i, j) -= d * p(i, k); });
-    }
-    double sq = 0.0;
-    Kokkos::parallel_reduce(
-        "a2sgd::compress::powersgd_norm", rows,
-        KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, j)) * static_cast<double>(p(i, j)); }, sq);
-    // A zero column (rank-deficient M) stays zero: it adds nothing to the projection.
-    if (sq > 0.0) {
-      const float inv = static_cast<float>(1.0 / std::sqrt(sq));
-      Kokkos::parallel_for(
-          "a2sgd::compress::powersgd_normalise", rows, KOKKOS_LAMBDA(Index i) { p(i, j) *= inv; });
-    } else if (!(sq == 0.0)) {  // NaN: keep it, so that every rank stops on the update
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      Kokkos::parallel_for(
-          "a2sgd::compress::powersgd_normalise", rows, KOKKOS_LAMBDA(Index i) { p(i, j) = nan; });
-    }
-  }
-}
-
 void PowerSgdExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                                StepStats& stats) {
   Stopwatch clock;
@@ -160,7 +160,7 @@ void PowerSgdExchange::do_step(const FloatView& params, const FloatView& grad, O
 
   clock.restart();
   for (const auto& b : m_blocks) {
-    orthonormalise(b);
+    orthonormalise(exec(), matrix(m_p, b.p_offset, b.rows, r));
     KokkosBlas::gemm("T", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_p, b.p_offset, b.rows, r), 0.0f,
                      matrix(m_q, b.q_offset, b.cols, r));
   }

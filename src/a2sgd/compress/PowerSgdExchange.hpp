@@ -56,12 +56,13 @@ class PowerSgdExchange final : public Exchange {
   Index p_payload() const noexcept { return static_cast<Index>(m_p.extent(0)); }
   Index q_payload() const noexcept { return static_cast<Index>(m_q.extent(0)); }
 
- protected:
+
+  /// The step's body (call step()); public only because CUDA requires the function enclosing
+  /// a device lambda to be accessible.
   void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
 
  private:
   static std::string signature(const std::vector<TensorInfo>& layout, const PowerSgdOptions& options);
-  void orthonormalise(const Block& b) const;
 
   PowerSgdOptions m_options;
   std::vector<Block> m_blocks;
