@@ -20,7 +20,9 @@ namespace {
 constexpr Index n = 1037;
 
 // Deterministic per-rank contents: value(kind, rank, i).
-float value(int kind, int rank, Index i) { return static_cast<float>(kind * 1000 + rank * 10) + 0.001f * i; }
+float value(int kind, int rank, Index i) {
+  return static_cast<float>(kind * 1000 + rank * 10) + 0.001f * i;
+}
 
 FloatView filled(int kind, int rank, Index len = n) {
   std::vector<float> v(static_cast<std::size_t>(len));

@@ -36,7 +36,7 @@ TEST_CASE("bit packing round-trips fields of every width", "[bitpack]") {
       auto host_fields = Kokkos::create_mirror_view(fields);
       const std::uint64_t mask = compress::impl::field_mask(bits);
       for (Index i = 0; i < n; ++i) host_fields(i) = static_cast<std::uint32_t>((rng.below(1ull << 32)) & mask);
-      host_fields(0) = static_cast<std::uint32_t>(mask);  // all ones at the stream start
+      host_fields(0) = static_cast<std::uint32_t>(mask);      // all ones at the stream start
       host_fields(n - 1) = static_cast<std::uint32_t>(mask);  // and at its end
       Kokkos::deep_copy(fields, host_fields);
       const Index words = compress::impl::packed_words(n, bits);

@@ -31,10 +31,20 @@ Index parse_size(const std::string& text) {
   Index scale = 1;
   if (used + 1 == text.size()) {
     switch (text.back()) {
-      case 'K': case 'k': scale = Index(1) << 10; break;
-      case 'M': case 'm': scale = Index(1) << 20; break;
-      case 'G': case 'g': scale = Index(1) << 30; break;
-      default: used = 0;
+      case 'K':
+      case 'k':
+        scale = Index(1) << 10;
+        break;
+      case 'M':
+      case 'm':
+        scale = Index(1) << 20;
+        break;
+      case 'G':
+      case 'g':
+        scale = Index(1) << 30;
+        break;
+      default:
+        used = 0;
     }
   } else if (used != text.size()) {
     used = 0;
@@ -56,16 +66,15 @@ ParseOutcome parse_options(int argc, char** argv, BenchConfig& c, std::string& h
       "usage: mpiexec -n P a2sgd-bench [options]\n\nOptions");
   std::string valid;
   for (const auto& m : exchange_methods()) valid += (valid.empty() ? "" : " | ") + m;
-  desc.add_options()("help,h", "show this help and exit")(
-      "sizes", po::value(&sizes)->default_value(sizes), "gradient sizes in values (K, M, G: 2^10, 2^20, 2^30)")(
+  desc.add_options()("help,h", "show this help and exit")("sizes", po::value(&sizes)->default_value(sizes),
+                                                          "gradient sizes in values (K, M, G: 2^10, 2^20, 2^30)")(
       "methods", po::value(&methods)->default_value(methods), ("comma-separated: all | " + valid).c_str())(
       "repeats", po::value(&c.repeats)->default_value(c.repeats), "timed steps per method and size (medians)")(
       "warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps before them")(
       "csv", po::value(&c.csv), "write every measured and projected row to this CSV file")(
       "project", po::bool_switch(&c.project), "print projected step times for p = 2 .. --max-ranks")(
       "max-ranks", po::value(&c.max_ranks)->default_value(c.max_ranks), "projection: largest p (a power of 2)")(
-      "links", po::value(&links)->default_value(links),
-      "projection: links as GBIT_PER_S[:ALPHA_US], comma-separated")(
+      "links", po::value(&links)->default_value(links), "projection: links as GBIT_PER_S[:ALPHA_US], comma-separated")(
       "allreduce-model", po::value(&model)->default_value(model),
       "projection: all-reduce algorithm: ring | doubling | best (the cheaper)")(
       "compute-ms", po::value(&compute_ms)->default_value(compute_ms),

@@ -19,10 +19,10 @@ struct BenchConfig {
   int max_ranks = 4096;              ///< projection: p = 2, 4, ..., max_ranks
   std::vector<Link> links;           ///< projection: network links
   AllreduceModel allreduce_model = AllreduceModel::best;
-  double compute_s = 0.0;            ///< projection: forward/backward time per step to add
-  bool full_sort = true;             ///< time a full sort of the gradient next to Top-K
+  double compute_s = 0.0;  ///< projection: forward/backward time per step to add
+  bool full_sort = true;   ///< time a full sort of the gradient next to Top-K
   std::uint64_t seed = 1;
-  ExchangeConfig exchange;           ///< per-method options (layout is set per size)
+  ExchangeConfig exchange;  ///< per-method options (layout is set per size)
 };
 
 enum class ParseOutcome { run, help };

@@ -18,7 +18,7 @@ struct KernelTraffic {
 
 /// `payload` is the bytes this rank sends per step; p the number of ranks.
 inline KernelTraffic kernel_traffic(const std::string& method, double n, double payload, int p) {
-  const double f = 4.0 * n;  // one pass over a float32 buffer
+  const double f = 4.0 * n;    // one pass over a float32 buffer
   const double sgd = 3.0 * f;  // optimizer: read u, read and write x
   if (method == "dense") return {0.0, sgd};
   // Pass 1 reads g, e; pass 2 reads g, e, x and writes e, x.

@@ -128,10 +128,14 @@ Measured measure(const BenchConfig& c, const std::string& method, Index n, const
 
 std::string human(double bytes) {
   char buf[32];
-  if (bytes >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
-  else if (bytes >= 1e6) std::snprintf(buf, sizeof buf, "%.2f MB", bytes / 1e6);
-  else if (bytes >= 1e3) std::snprintf(buf, sizeof buf, "%.1f kB", bytes / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  if (bytes >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  else if (bytes >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f MB", bytes / 1e6);
+  else if (bytes >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1f kB", bytes / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
   return buf;
 }
 
@@ -240,11 +244,13 @@ int run(int argc, char** argv, const Communicator& comm) {
     for (int q = 2; q <= c.max_ranks; q *= 2) ps.push_back(q);
     for (const Link& link : c.links) {
       if (root) {
-        std::printf("\nprojected step ms at n = %lld, %.0f Gb/s, alpha %.2f us (compute %.3f ms + measured kernels + "
-                    "modelled communication)\n%-9s",
-                    static_cast<long long>(n), link.gbit_per_s(), link.alpha_s * 1e6, 1e3 * c.compute_s, "method");
+        std::printf(
+            "\nprojected step ms at n = %lld, %.0f Gb/s, alpha %.2f us (compute %.3f ms + measured kernels + "
+            "modelled communication)\n%-9s",
+            static_cast<long long>(n), link.gbit_per_s(), link.alpha_s * 1e6, 1e3 * c.compute_s, "method");
         for (int q : ps)
-          if (q == 2 || q == 16 || q == 128 || q == 1024 || q == c.max_ranks) std::printf(" %10s", ("p=" + std::to_string(q)).c_str());
+          if (q == 2 || q == 16 || q == 128 || q == 1024 || q == c.max_ranks)
+            std::printf(" %10s", ("p=" + std::to_string(q)).c_str());
         std::printf("\n");
       }
       for (const auto& m : results) {
@@ -254,7 +260,8 @@ int run(int argc, char** argv, const Communicator& comm) {
           const double apply = decode_grows_with_p(m.traffic) ? m.apply_s * q / p : m.apply_s;
           const double comm_s = step_comm_seconds(m.traffic, q, link, c.allreduce_model);
           const double step = c.compute_s + m.compress_s + apply + comm_s;
-          if (root && (q == 2 || q == 16 || q == 128 || q == 1024 || q == c.max_ranks)) std::printf(" %10.3f", 1e3 * step);
+          if (root && (q == 2 || q == 16 || q == 128 || q == 1024 || q == c.max_ranks))
+            std::printf(" %10.3f", 1e3 * step);
           row("projected", m.method, n, q, link.gbit_per_s(), link.alpha_s * 1e6, m.compress_s, comm_s, apply, step,
               double(m.bytes), double(m.messages), 0, 0, copy_gbs);
         }

@@ -112,12 +112,11 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "average the replicas every K steps (0: never)")("topk-ratio", po::value(&topk_ratio)->default_value(topk_ratio),
                                                        "topk: fraction of entries sent per step")(
       "randomk-ratio", po::value(&randomk_ratio)->default_value(randomk_ratio),
-      "randomk: fraction of entries sent per step")(
-      "qsgd-levels", po::value(&qsgd_levels)->default_value(qsgd_levels),
-      "qsgd: quantisation levels s (ceil(log2(s+1)) + 1 bits per entry)")(
+      "randomk: fraction of entries sent per step")("qsgd-levels", po::value(&qsgd_levels)->default_value(qsgd_levels),
+                                                    "qsgd: quantisation levels s (ceil(log2(s+1)) + 1 bits per entry)")(
       "powersgd-rank", po::value(&powersgd_rank)->default_value(powersgd_rank),
       "powersgd: rank of each weight matrix's approximation")("gpu-aware-mpi", po::bool_switch(&gpu_aware),
-                                                    "hand device pointers to MPI (CUDA/ROCm-aware MPI)");
+                                                              "hand device pointers to MPI (CUDA/ROCm-aware MPI)");
   po::options_description out("Output");
   out.add_options()("eval-every", po::value(&eval_every),
                     "steps between evaluations (0: once, at the end; default: once per epoch)")(

@@ -36,9 +36,12 @@ double collective_seconds(CollectiveKind kind, std::uint64_t bytes, int p, const
   const double ring = 2.0 * (p - 1) * a + 2.0 * (p - 1) / p * m * beta;
   const double doubling = rounds * (a + m * beta);
   switch (model) {
-    case AllreduceModel::ring: return ring;
-    case AllreduceModel::doubling: return doubling;
-    case AllreduceModel::best: break;
+    case AllreduceModel::ring:
+      return ring;
+    case AllreduceModel::doubling:
+      return doubling;
+    case AllreduceModel::best:
+      break;
   }
   return std::min(ring, doubling);
 }

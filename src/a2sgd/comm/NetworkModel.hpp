@@ -20,9 +20,9 @@ struct PlannedCollective {
 
 /// Which algorithm models an all-reduce.
 enum class AllreduceModel {
-  ring,    ///< reduce-scatter + allgather around a ring: bandwidth-optimal, 2 (p - 1) latencies
+  ring,      ///< reduce-scatter + allgather around a ring: bandwidth-optimal, 2 (p - 1) latencies
   doubling,  ///< recursive doubling: log2 p latencies, the whole message every round
-  best,    ///< the cheaper of the two for the message size, as MPI libraries switch algorithms
+  best,      ///< the cheaper of the two for the message size, as MPI libraries switch algorithms
 };
 
 /// A link: per-message latency alpha (seconds) and bandwidth (bytes per second).

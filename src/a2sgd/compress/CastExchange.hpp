@@ -24,7 +24,6 @@ class CastExchange final : public Exchange {
   }
   std::vector<std::pair<std::string, std::string>> options() const override { return {}; }
 
-
   /// The step's body (call step()); public only because CUDA requires the function enclosing
   /// a device lambda to be accessible.
   void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;

@@ -41,8 +41,7 @@ void orthonormalise(const ExecutionSpace& exec, const MatrixView& p) {
       double dot = 0.0;
       Kokkos::parallel_reduce(
           "a2sgd::compress::powersgd_dot", rows,
-          KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, k)) * static_cast<double>(p(i, j)); },
-          dot);
+          KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, k)) * static_cast<double>(p(i, j)); }, dot);
       const float d = static_cast<float>(dot);
       Kokkos::parallel_for(
           "a2sgd::compress::powersgd_project", rows, KOKKOS_LAMBDA(Index i) { p(i, j) -= d * p(i, k); });

@@ -31,9 +31,8 @@ struct PowerSgdOptions {
 class PowerSgdExchange final : public Exchange {
  public:
   /// `layout`: the model's tensors (ParameterStore::tensors()), covering [0, n) without gaps.
-  PowerSgdExchange(const Communicator& comm, const std::vector<TensorInfo>& layout,
-                   const PowerSgdOptions& options = {}, const CommonExchangeOptions& common = {},
-                   const ExecutionSpace& exec = ExecutionSpace());
+  PowerSgdExchange(const Communicator& comm, const std::vector<TensorInfo>& layout, const PowerSgdOptions& options = {},
+                   const CommonExchangeOptions& common = {}, const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "powersgd"; }
   std::vector<PlannedCollective> step_traffic() const override;
@@ -55,7 +54,6 @@ class PowerSgdExchange final : public Exchange {
   /// Floats per rank in the first (P and dense tensors) and second (Q) all-reduce.
   Index p_payload() const noexcept { return static_cast<Index>(m_p.extent(0)); }
   Index q_payload() const noexcept { return static_cast<Index>(m_q.extent(0)); }
-
 
   /// The step's body (call step()); public only because CUDA requires the function enclosing
   /// a device lambda to be accessible.

@@ -31,7 +31,9 @@ QsgdExchange::QsgdExchange(const Communicator& comm, Index n, const QsgdOptions&
       m_words("a2sgd::compress::qsgd_words", static_cast<std::size_t>(payload_words())),
       m_all("a2sgd::compress::qsgd_all", static_cast<std::size_t>(payload_words() * comm.size())) {}
 
-Index QsgdExchange::payload_words() const noexcept { return 1 + compress::impl::packed_words(size(), m_bits); }
+Index QsgdExchange::payload_words() const noexcept {
+  return 1 + compress::impl::packed_words(size(), m_bits);
+}
 
 std::vector<std::pair<std::string, std::string>> QsgdExchange::options() const {
   return {{"levels", std::to_string(m_options.levels)},
@@ -55,7 +57,8 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   const float to_level = finite && norm > 0.0f ? s / norm : 0.0f;
   const std::uint32_t top = static_cast<std::uint32_t>(m_options.levels);
   const std::uint32_t sign_bit = std::uint32_t(1) << (bits - 1);
-  const std::uint64_t key = derive_seed(derive_seed(m_options.seed, steps()), static_cast<std::uint64_t>(comm().rank()));
+  const std::uint64_t key =
+      derive_seed(derive_seed(m_options.seed, steps()), static_cast<std::uint64_t>(comm().rank()));
   // Field i: sign in the top bit, level in the others; x = s |g_i| / v is rounded up with
   // probability x - floor(x), so E[l_i] = x.
   auto field = KOKKOS_LAMBDA(Index i)->std::uint32_t {
@@ -63,9 +66,9 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
     const float x = a2sgd::detail::abs(a) * to_level;
     const auto lo = static_cast<std::uint32_t>(x);  // floor: 0 <= x <= s < 2^24
     // Branch-free (the rounding and the signs are random, branches would be mispredicted).
-    std::uint32_t level = lo + static_cast<std::uint32_t>(
-                                   compress::impl::counter_uniform(key, static_cast<std::uint64_t>(i)) <
-                                   x - static_cast<float>(lo));
+    std::uint32_t level =
+        lo + static_cast<std::uint32_t>(compress::impl::counter_uniform(key, static_cast<std::uint64_t>(i)) <
+                                        x - static_cast<float>(lo));
     level = level < top ? level : top;
     return level | (static_cast<std::uint32_t>(a < 0.0f) << (bits - 1));
   };

@@ -86,8 +86,8 @@ std::vector<std::uint32_t> TopkExchange::select(const ExecutionSpace& exec, cons
   // Exact selection of k among the candidates: largest |a| first, then the lower index.
   // Only the candidates' magnitudes travel to the host (count values, not n).
   const auto device_candidates = compact(exec, a, threshold, count);
-  Kokkos::View<float*, MemorySpace> magnitudes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::topk::magnitudes"),
-                                               static_cast<std::size_t>(count));
+  Kokkos::View<float*, MemorySpace> magnitudes(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::topk::magnitudes"), static_cast<std::size_t>(count));
   Kokkos::parallel_for(
       "a2sgd::compress::topk_gather", Policy(exec, 0, count),
       KOKKOS_LAMBDA(Index j) { magnitudes(j) = a2sgd::detail::abs(a(device_candidates(j))); });

@@ -40,7 +40,6 @@ class TopkExchange final : public Exchange {
   /// The selection on its own: indices of the k largest |a| (ties: lower index first), ascending.
   static std::vector<std::uint32_t> select(const ExecutionSpace& exec, const ConstFloatView& a, Index k);
 
-
   /// The step's body (call step()); public only because CUDA requires the function enclosing
   /// a device lambda to be accessible.
   void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;

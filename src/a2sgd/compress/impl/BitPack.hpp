@@ -12,13 +12,19 @@
 namespace a2sgd::compress::impl {
 
 /// Words needed for n fields of `bits` bits (1 <= bits <= 32).
-KOKKOS_INLINE_FUNCTION Index packed_words(Index n, int bits) { return (n * bits + 31) / 32; }
+KOKKOS_INLINE_FUNCTION Index packed_words(Index n, int bits) {
+  return (n * bits + 31) / 32;
+}
 
-KOKKOS_INLINE_FUNCTION std::uint64_t field_mask(int bits) { return (std::uint64_t(1) << bits) - 1u; }
+KOKKOS_INLINE_FUNCTION std::uint64_t field_mask(int bits) {
+  return (std::uint64_t(1) << bits) - 1u;
+}
 
 /// Groups of 32 fields: group grp holds fields [32 grp, 32 grp + 32) and occupies exactly
 /// `bits` whole words from word offset + grp * bits (the last group may be shorter).
-KOKKOS_INLINE_FUNCTION Index packed_groups(Index n) { return (n + 31) / 32; }
+KOKKOS_INLINE_FUNCTION Index packed_groups(Index n) {
+  return (n + 31) / 32;
+}
 
 /// Writes group grp of the stream of n fields into words(offset + grp * bits, ...); field(i)
 /// gives field i (below 2^bits).
