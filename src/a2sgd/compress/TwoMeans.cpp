@@ -36,7 +36,7 @@ KOKKOS_FORCEINLINE_FUNCTION void accumulate(float a, double& sum_pos, double& su
 // the AVX2 version converts and adds four doubles per instruction instead of two.
 #if defined(A2SGD_OMP_SIMD) && defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && \
     !defined(__HIPCC__) && !defined(__INTEL_LLVM_COMPILER)
-#define A2SGD_HOST_CLONES __attribute__((target_clones("avx2", "default")))
+#define A2SGD_HOST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define A2SGD_HOST_CLONES
 #endif
