@@ -74,12 +74,15 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   };
   const auto out = m_words;
   const Index groups = compress::impl::packed_groups(n);
-  Kokkos::parallel_for(
-      "a2sgd::compress::qsgd_pack", Policy(exec(), 0, groups), KOKKOS_LAMBDA(Index grp) {
-        compress::impl::pack_group(out, 1, grp, n, bits, field);
-        if (grp == 0) out(0) = detail::float_bits(norm);
-      });
-  if (groups == 0) Kokkos::deep_copy(Kokkos::subview(m_words, 0), detail::float_bits(norm));
+  if (finite) {
+    Kokkos::parallel_for(
+        "a2sgd::compress::qsgd_pack", Policy(exec(), 0, groups),
+        KOKKOS_LAMBDA(Index grp) { compress::impl::pack_group(out, 1, grp, n, bits, field); });
+  } else {
+    Kokkos::deep_copy(exec(), m_words, 0u);  // NaN/Inf entries have no level; the NaN norm speaks
+  }
+  Kokkos::deep_copy(exec(), Kokkos::subview(m_words, 0), detail::float_bits(norm));
+  exec().fence();
   auto host_words = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_words);
   stats.compress_s += clock.seconds();
 
