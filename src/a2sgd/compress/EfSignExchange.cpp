@@ -1,5 +1,6 @@
 #include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
+#include <a2sgd/compress/impl/HostClones.hpp>
 #include <a2sgd/compress/impl/SumReduce.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 
@@ -8,6 +9,85 @@
 namespace a2sgd {
 namespace {
 using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
+using Words = Kokkos::View<std::uint32_t*, MemorySpace>;
+
+// Branch-free throughout: signs are close to random, so a branch per entry would be mispredicted
+// about half the time.
+
+// Host: one word of sign bits from up to 32 entries, taking s sign(a) out of them (per ISA).
+A2SGD_HOST_CLONES std::uint32_t efsign_pack_word(float* e, int count, float scale) {
+  std::uint32_t bits = 0;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(| : bits)
+#endif
+  for (int j = 0; j < count; ++j) {
+    const std::uint32_t neg = e[j] < 0.0f;
+    bits |= neg << j;
+    e[j] -= scale * (1.0f - 2.0f * static_cast<float>(neg));
+  }
+  return bits;
+}
+
+// Host: sum[j] += s sign_j for the 32 signs of one word (per ISA: per-lane shifts need AVX2).
+A2SGD_HOST_CLONES void efsign_accumulate(std::uint32_t bits, float s, float* sum) {
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+  for (int j = 0; j < 32; ++j) sum[j] += s * (1.0f - 2.0f * static_cast<float>((bits >> j) & 1u));
+}
+
+template <class Exec>
+void pack(const Exec& exec, const Words& out, const FloatView& e, Index n, float scale) {
+  const Index words = (n + 31) / 32;
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
+    Kokkos::parallel_for("a2sgd::compress::efsign_pack", Policy(exec, 0, words), [=](Index w) {
+      const Index begin = w * 32;
+      out(w + 1) = efsign_pack_word(e.data() + begin, static_cast<int>(begin + 32 < n ? 32 : n - begin), scale);
+    });
+  } else {
+    Kokkos::parallel_for(
+        "a2sgd::compress::efsign_pack", Policy(exec, 0, words), KOKKOS_LAMBDA(Index w) {
+          std::uint32_t bits = 0;
+          const Index end = (w + 1) * 32 < n ? (w + 1) * 32 : n;
+          for (Index i = w * 32; i < end; ++i) {
+            const std::uint32_t neg = e(i) < 0.0f;
+            bits |= neg << (i - w * 32);
+            e(i) -= scale * (1.0f - 2.0f * static_cast<float>(neg));
+          }
+          out(w + 1) = bits;
+        });
+  }
+}
+
+// u = (1/p) sum_r s_r sign_r; one work item per 32-entry word reads each rank's word once.
+template <class Exec>
+void decode(const Exec& exec, const Words& all, const FloatView& u, Index n, int p, Index stride) {
+  const Index words = (n + 31) / 32;
+  const float inv_p = 1.0f / static_cast<float>(p);
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
+    Kokkos::parallel_for("a2sgd::compress::efsign_decode", Policy(exec, 0, words), [=](Index w) {
+      float sum[32] = {};
+      for (int r = 0; r < p; ++r) efsign_accumulate(all(r * stride + 1 + w), detail::bits_float(all(r * stride)), sum);
+      const Index begin = w * 32;
+      const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
+      for (int j = 0; j < count; ++j) u(begin + j) = sum[j] * inv_p;
+    });
+  } else {
+    Kokkos::parallel_for(
+        "a2sgd::compress::efsign_decode", Policy(exec, 0, words), KOKKOS_LAMBDA(Index w) {
+          float sum[32] = {};
+          for (int r = 0; r < p; ++r) {
+            const float s = detail::bits_float(all(r * stride));
+            const std::uint32_t bits = all(r * stride + 1 + w);
+            for (int j = 0; j < 32; ++j) sum[j] += s * (1.0f - 2.0f * static_cast<float>((bits >> j) & 1u));
+          }
+          const Index begin = w * 32;
+          const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
+          for (int j = 0; j < count; ++j) u(begin + j) = sum[j] * inv_p;
+        });
+  }
+}
+
 }  // namespace
 
 EfSignExchange::EfSignExchange(const Communicator& comm, Index n, const CommonExchangeOptions& common,
@@ -21,7 +101,7 @@ EfSignExchange::EfSignExchange(const Communicator& comm, Index n, const CommonEx
 void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                              StepStats& stats) {
   Stopwatch clock;
-  const Index n = size(), words = payload_words() - 1;
+  const Index n = size();
   const std::int64_t bad = compress::impl::fold_into_residual(exec(), grad, m_residual);
   const FloatView e = m_residual;
   const double l1 = compress::impl::sum_reduce(
@@ -30,19 +110,9 @@ void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Opt
   const float scale =
       bad > 0 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(l1 / static_cast<double>(n));
   // Pack the signs (bit set: negative) and take s sign(a) out of the residual.
-  const auto out = m_words;
-  Kokkos::parallel_for(
-      "a2sgd::compress::efsign_pack", Policy(exec(), 0, words), KOKKOS_LAMBDA(Index w) {
-        std::uint32_t bits = 0;
-        const Index end = (w + 1) * 32 < n ? (w + 1) * 32 : n;
-        for (Index i = w * 32; i < end; ++i) {
-          const std::uint32_t neg = e(i) < 0.0f;
-          bits |= neg << (i - w * 32);
-          e(i) -= scale * (1.0f - 2.0f * static_cast<float>(neg));  // branch-free (random signs)
-        }
-        out(w + 1) = bits;
-        if (w == 0) out(0) = detail::float_bits(scale);
-      });
+  pack(exec(), m_words, e, n, scale);
+  Kokkos::deep_copy(exec(), Kokkos::subview(m_words, 0), detail::float_bits(scale));
+  exec().fence();
   auto host_words = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_words);
   stats.compress_s += clock.seconds();
 
@@ -51,26 +121,7 @@ void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Opt
 
   clock.restart();
   Kokkos::deep_copy(m_all, host_all);
-  const auto all = m_all;
-  const FloatView u = m_update;
-  const int p = comm().size();
-  const Index stride = payload_words();
-  const float inv_p = 1.0f / static_cast<float>(p);
-  // One work item per 32-entry word: each rank's sign word is read once.
-  Kokkos::parallel_for(
-      "a2sgd::compress::efsign_decode", Policy(exec(), 0, words), KOKKOS_LAMBDA(Index w) {
-        float sum[32] = {};
-        for (int r = 0; r < p; ++r) {
-          const float s = detail::bits_float(all(r * stride));
-          const std::uint32_t bits = all(r * stride + 1 + w);
-          // Branch-free: signs are close to random, so a branch per entry would be mispredicted
-          // about half the time.
-          for (int j = 0; j < 32; ++j) sum[j] += s * (1.0f - 2.0f * static_cast<float>((bits >> j) & 1u));
-        }
-        const Index begin = w * 32;
-        const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
-        for (int j = 0; j < count; ++j) u(begin + j) = sum[j] * inv_p;
-      });
+  decode(exec(), m_all, m_update, n, comm().size(), payload_words());
   exec().fence();
   stats.optimizer_s += clock.seconds();
   apply_dense(params, m_update, opt, lr, 1.0f, stats);

@@ -1,4 +1,5 @@
 #include <a2sgd/compress/TwoMeans.hpp>
+#include <a2sgd/compress/impl/HostClones.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/Math.hpp>
 
@@ -26,21 +27,9 @@ KOKKOS_FORCEINLINE_FUNCTION void accumulate(float a, double& sum_pos, double& su
   count_neg += neg;
 }
 
-//
-// Host backends: one work item is a contiguous block. Its loop is a SIMD reduction: a single
-// double accumulator chain would bound the pass by the latency of a double add instead of memory
-// bandwidth. With GCC/Clang the build passes -fopenmp-simd (A2SGD_OMP_SIMD) and the compiler keeps
-// one accumulator per vector lane; otherwise four explicit lanes break the chain.
-// One block's sums on the host. Written as a plain function over raw pointers so that, on x86-64
-// with GCC or Clang, it can be compiled twice (AVX2 and the baseline ISA) and picked at load time:
-// the AVX2 version converts and adds four doubles per instruction instead of two.
-#if defined(A2SGD_OMP_SIMD) && defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && \
-    !defined(__HIPCC__) && !defined(__INTEL_LLVM_COMPILER)
-#define A2SGD_HOST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define A2SGD_HOST_CLONES
-#endif
-
+// One block's sums on the host, a plain function over raw pointers so that it can be compiled
+// for several ISAs (impl/HostClones.hpp): AVX2 and AVX-512 convert and add 4 and 8 doubles per
+// instruction instead of 2.
 template <bool ErrorFeedback>
 A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, double& sum_pos, double& sum_neg,
                                   std::int64_t& count_pos, std::int64_t& count_neg) {
@@ -56,6 +45,10 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
   count_neg += cn;
 }
 
+// Host backends: one work item is a contiguous block. Its loop is a SIMD reduction: a single
+// double accumulator chain would bound the pass by the latency of a double add instead of memory
+// bandwidth. With GCC/Clang the build passes -fopenmp-simd (A2SGD_OMP_SIMD) and the compiler keeps
+// one accumulator per vector lane; otherwise four explicit lanes break the chain.
 template <bool ErrorFeedback>
 struct TwoMeansBlocked {
   static constexpr Index block = 4096;

@@ -69,14 +69,22 @@ KOKKOS_INLINE_FUNCTION void unpack_group(const Words& words, Index offset, Index
   }
 }
 
+/// A 32-bit mixer (multiply-xorshift, bijective): vectorises with 32-bit lane multiplies.
+KOKKOS_INLINE_FUNCTION std::uint32_t mix32(std::uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+
 /// Counter-based uniform random number in [0, 1) with 24 random bits: the same (key, i) gives the
 /// same value in any kernel on any backend, and no generator state is carried between steps.
 KOKKOS_INLINE_FUNCTION float counter_uniform(std::uint64_t key, std::uint64_t i) {
-  std::uint64_t z = key + 0x9E3779B97F4A7C15ull * (i + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<float>(z >> 40) * 0x1.0p-24f;
+  const std::uint32_t h = mix32(mix32(static_cast<std::uint32_t>(i) ^ static_cast<std::uint32_t>(key)) ^
+                                static_cast<std::uint32_t>(i >> 32) ^ static_cast<std::uint32_t>(key >> 32));
+  return static_cast<float>(h >> 8) * 0x1.0p-24f;
 }
 
 }  // namespace a2sgd::compress::impl

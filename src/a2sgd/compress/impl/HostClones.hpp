@@ -1,0 +1,13 @@
+#pragma once
+// Runtime ISA dispatch for host-only block functions (internal).
+//
+// A plain function over raw pointers marked A2SGD_HOST_CLONES is compiled for AVX-512, AVX2 and
+// the baseline x86-64 ISA and the best one is picked at load time (GCC/Clang target_clones), so a
+// portable binary still converts and adds 8 or 16 values per instruction where the CPU can. Only
+// for host backends: device code never calls these functions.
+#if defined(A2SGD_OMP_SIMD) && defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__) && \
+    !defined(__HIPCC__) && !defined(__INTEL_LLVM_COMPILER)
+#define A2SGD_HOST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define A2SGD_HOST_CLONES
+#endif
