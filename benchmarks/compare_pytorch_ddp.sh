@@ -23,16 +23,14 @@ if ! "${python}" -c "import torch" 2>/dev/null; then
 fi
 
 build="${A2SGD_BUILD_DIR:-${root}/build}"
-cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "${build}" --parallel "$(nproc 2>/dev/null || echo 2)" --target a2sgd-train >/dev/null
+a2sgd_build "${root}" "${build}" a2sgd-train
 
 ranks="${RANKS:-2}"
 steps="${STEPS:-600}"
 repeats="${REPEATS:-3}"
 warmup=50
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-mpi_flags=()
-if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then mpi_flags+=(--oversubscribe); fi
+a2sgd_mpi_flags
 tmp="$(mktemp -d)"
 trap 'rm -rf "${tmp}"' EXIT
 
@@ -40,7 +38,7 @@ ours=()
 theirs=()
 for ((i = 1; i <= repeats; ++i)); do
   # The same number of steps as PyTorch's warm-up + timed steps; step_time_s averages them all.
-  mpiexec "${mpi_flags[@]}" -n "${ranks}" "${build}/apps/train/a2sgd-train" --compressor dense \
+  mpiexec "${A2SGD_MPI_FLAGS[@]}" -n "${ranks}" "${build}/apps/train/a2sgd-train" --compressor dense \
     --steps $((steps + warmup)) --eval-every 0 --quiet --metrics "${tmp}/m.jsonl"
   ours+=("$(tail -n 1 "${tmp}/m.jsonl" | grep -o '"step_time_s": [^,}]*' | cut -d' ' -f2)")
   theirs+=("$("${python}" "${here}/pytorch_ddp_mlp.py" --ranks "${ranks}" --steps "${steps}" --warmup "${warmup}" |

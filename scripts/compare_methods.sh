@@ -19,11 +19,9 @@ build="${A2SGD_BUILD_DIR:-${root}/build}"
 out="${A2SGD_COMPARE_DIR:-${root}/demo-output/compare}"
 ranks="${A2SGD_COMPARE_RANKS:-2}"
 methods="${A2SGD_COMPARE_METHODS:-dense a2sgd topk randomk qsgd efsign powersgd fp16 bf16}"
-cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "${build}" --parallel "$(nproc 2>/dev/null || echo 2)" --target a2sgd-train
+a2sgd_build "${root}" "${build}" a2sgd-train
 
-mpi_flags=()
-if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then mpi_flags+=(--oversubscribe); fi
+a2sgd_mpi_flags
 
 # Per-method options: the defaults, except where the method needs another setting to train
 # (documented in docs/methods.md).
@@ -38,7 +36,7 @@ method_args() {
 for method in ${methods}; do
   [[ "${A2SGD_COMPARE_TABLE_ONLY:-0}" == 1 ]] && break
   # shellcheck disable=SC2046
-  cmd=(mpiexec "${mpi_flags[@]}" -n "${ranks}" "${build}/apps/train/a2sgd-train" --compressor "${method}"
+  cmd=(mpiexec "${A2SGD_MPI_FLAGS[@]}" -n "${ranks}" "${build}/apps/train/a2sgd-train" --compressor "${method}"
     $(method_args "${method}") --output-dir "${out}/${method}" --log-every 1000 --no-progress-bar --quiet)
   # shellcheck disable=SC2206
   cmd+=(${A2SGD_COMPARE_ARGS:-})

@@ -14,17 +14,15 @@ a2sgd_install_deps
 build="${A2SGD_BUILD_DIR:-${root}/build}"
 out="${A2SGD_DEMO_DIR:-${root}/demo-output}"
 ranks="${A2SGD_DEMO_RANKS:-2}"
-cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "${build}" --parallel "$(nproc 2>/dev/null || echo 2)" --target a2sgd-train
+a2sgd_build "${root}" "${build}" a2sgd-train
 
-mpi_flags=()
-if mpiexec --version 2>/dev/null | grep -q "Open MPI"; then mpi_flags+=(--oversubscribe); fi
+a2sgd_mpi_flags
 
 for method in dense a2sgd; do
   echo
   echo "=== ${method}: mpiexec -n ${ranks} a2sgd-train --compressor ${method} --output-dir ${out}/${method} ${A2SGD_DEMO_ARGS:-}"
   # shellcheck disable=SC2086
-  mpiexec "${mpi_flags[@]}" -n "${ranks}" "${build}/apps/train/a2sgd-train" --compressor "${method}" \
+  mpiexec "${A2SGD_MPI_FLAGS[@]}" -n "${ranks}" "${build}/apps/train/a2sgd-train" --compressor "${method}" \
     --output-dir "${out}/${method}" --log-every 200 --no-progress-bar ${A2SGD_DEMO_ARGS:-}
 done
 

@@ -38,3 +38,16 @@ a2sgd_install_deps() {
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   fi
 }
+
+# Configures (Release) and builds one target: a2sgd_build ROOT BUILD_DIR TARGET.
+a2sgd_build() {
+  cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$2" --parallel "$(nproc 2>/dev/null || echo 2)" --target "$3" >/dev/null
+}
+
+# Sets the array A2SGD_MPI_FLAGS: --oversubscribe for Open MPI (more ranks than cores is fine
+# for these runs). Open MPI 4 answers --version as "mpiexec (OpenRTE) ...".
+a2sgd_mpi_flags() {
+  A2SGD_MPI_FLAGS=()
+  if mpiexec --version 2>/dev/null | grep -qiE "open ?mpi|openrte"; then A2SGD_MPI_FLAGS+=(--oversubscribe); fi
+}

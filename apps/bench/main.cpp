@@ -5,6 +5,7 @@
 //
 // Exit codes: 0 success, 2 invalid options, 1 other errors (including a method whose measured
 // bytes differ from its documented formula).
+#include "../common/AppMain.hpp"
 #include "BenchConfig.hpp"
 #include "KernelTraffic.hpp"
 
@@ -286,25 +287,5 @@ int run(int argc, char** argv, const Communicator& comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  std::vector<char*> kokkos_args{argv[0]}, our_args{argv[0]};
-  for (int i = 1; i < argc; ++i)
-    (std::string(argv[i]).rfind("--kokkos", 0) == 0 ? kokkos_args : our_args).push_back(argv[i]);
-  int kokkos_argc = static_cast<int>(kokkos_args.size());
-  int code = 0;
-  {
-    Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
-    try {
-      Communicator comm;
-      code = run(static_cast<int>(our_args.size()), our_args.data(), comm);
-    } catch (const std::exception& e) {
-      // Raised on this rank alone (e.g. out of memory): report it and take the job down rather
-      // than leave the other ranks waiting in a collective.
-      std::fprintf(stderr, "a2sgd-bench: error: %s\n", e.what());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-  }
-  MPI_Finalize();
-  return code;
+  return a2sgd::apps::app_main(argc, argv, "a2sgd-bench", run);
 }

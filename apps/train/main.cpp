@@ -2,6 +2,7 @@
 //
 // Exit codes: 0 success, 2 invalid options or input data, 3 training diverged, 1 other errors.
 // Every error is reported once (by rank 0) and every rank exits with the same code.
+#include "../common/AppMain.hpp"
 #include "TrainConfig.hpp"
 #include "Trainer.hpp"
 
@@ -61,26 +62,5 @@ int run(int argc, char** argv, const Communicator& comm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  // Kokkos sees only its own --kokkos-* arguments (it would answer --help itself); we see the rest.
-  std::vector<char*> kokkos_args{argv[0]}, our_args{argv[0]};
-  for (int i = 1; i < argc; ++i)
-    (std::string(argv[i]).rfind("--kokkos", 0) == 0 ? kokkos_args : our_args).push_back(argv[i]);
-  int kokkos_argc = static_cast<int>(kokkos_args.size());
-  int code = 0;
-  {
-    Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
-    try {
-      Communicator comm;
-      code = run(static_cast<int>(our_args.size()), our_args.data(), comm);
-    } catch (const std::exception& e) {
-      // An error raised on this rank alone: report it and take the job down rather than leave
-      // the other ranks waiting in a collective.
-      std::fprintf(stderr, "a2sgd-train: error: %s\n", e.what());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-  }
-  MPI_Finalize();
-  return code;
+  return a2sgd::apps::app_main(argc, argv, "a2sgd-train", run);
 }

@@ -42,16 +42,19 @@ A2SGD_HOST_CLONES void qsgd_fields(const float* g, Index begin, int count, QsgdF
   for (int j = 0; j < count; ++j) out[j] = field(g[j], begin + j);
 }
 
-// Host: sum[j] += sign_j v l_j / 1 for the unpacked fields of one rank's group.
-A2SGD_HOST_CLONES void qsgd_accumulate(const std::uint32_t* fields, int count, float v, int bits, float* sum) {
+// sign v l of one field (before the 1 / (s p) every decoded value shares).
+KOKKOS_INLINE_FUNCTION float decode_field(std::uint32_t f, float v, int bits) {
   const std::uint32_t level_mask = (std::uint32_t(1) << (bits - 1)) - 1u;
+  const float sign = 1.0f - 2.0f * static_cast<float>(f >> (bits - 1));
+  return sign * v * static_cast<float>(f & level_mask);
+}
+
+// Host: sum[j] += sign_j v l_j for the unpacked fields of one rank's group.
+A2SGD_HOST_CLONES void qsgd_accumulate(const std::uint32_t* fields, int count, float v, int bits, float* sum) {
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd
 #endif
-  for (int j = 0; j < count; ++j) {
-    const float sign = 1.0f - 2.0f * static_cast<float>(fields[j] >> (bits - 1));
-    sum[j] += sign * v * static_cast<float>(fields[j] & level_mask);
-  }
+  for (int j = 0; j < count; ++j) sum[j] += decode_field(fields[j], v, bits);
 }
 
 template <class Exec>
@@ -62,7 +65,7 @@ void pack(const Exec& exec, const Words& out, const ConstFloatView& g, const Qsg
     Kokkos::parallel_for("a2sgd::compress::qsgd_pack", Policy(exec, 0, groups), [=](Index grp) {
       std::uint32_t fields[32];
       const Index begin = grp * 32;
-      const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
+      const int count = compress::impl::group_size(grp, n);
       qsgd_fields(g.data() + begin, begin, count, field, fields);
       compress::impl::pack_group(out, 1, grp, n, bits, [&](Index i) { return fields[i - begin]; });
     });
@@ -83,29 +86,23 @@ void decode(const Exec& exec, const Words& all, const FloatView& u, Index n, int
     Kokkos::parallel_for("a2sgd::compress::qsgd_decode", Policy(exec, 0, groups), [=](Index grp) {
       float sum[32] = {};
       std::uint32_t fields[32];
-      const Index begin = grp * 32;
-      const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
+      const int count = compress::impl::group_size(grp, n);
       for (int r = 0; r < p; ++r) {
         compress::impl::unpack_group(all, r * stride + 1, grp, n, bits, [&](int j, std::uint32_t f) { fields[j] = f; });
         qsgd_accumulate(fields, count, detail::bits_float(all(r * stride)), bits, sum);
       }
-      for (int j = 0; j < count; ++j) u(begin + j) = sum[j] * unit;
+      compress::impl::store_group(u, grp, n, sum, unit);
     });
   } else {
-    const std::uint32_t level_mask = (std::uint32_t(1) << (bits - 1)) - 1u;
     Kokkos::parallel_for(
         "a2sgd::compress::qsgd_decode", Policy(exec, 0, groups), KOKKOS_LAMBDA(Index grp) {
           float sum[32] = {};
           for (int r = 0; r < p; ++r) {
             const float v = detail::bits_float(all(r * stride));
-            compress::impl::unpack_group(all, r * stride + 1, grp, n, bits, [&](int j, std::uint32_t f) {
-              const float sign = 1.0f - 2.0f * static_cast<float>(f >> (bits - 1));
-              sum[j] += sign * v * static_cast<float>(f & level_mask);
-            });
+            compress::impl::unpack_group(all, r * stride + 1, grp, n, bits,
+                                         [&](int j, std::uint32_t f) { sum[j] += decode_field(f, v, bits); });
           }
-          const Index begin = grp * 32;
-          const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
-          for (int j = 0; j < count; ++j) u(begin + j) = sum[j] * unit;
+          compress::impl::store_group(u, grp, n, sum, unit);
         });
   }
 }
@@ -128,7 +125,10 @@ QsgdExchange::QsgdExchange(const Communicator& comm, Index n, const QsgdOptions&
       m_bits(bits_for_levels(options.levels)),
       m_update("a2sgd::compress::qsgd_update", static_cast<std::size_t>(n)),
       m_words("a2sgd::compress::qsgd_words", static_cast<std::size_t>(payload_words())),
-      m_all("a2sgd::compress::qsgd_all", static_cast<std::size_t>(payload_words() * comm.size())) {}
+      m_all("a2sgd::compress::qsgd_all", static_cast<std::size_t>(payload_words() * comm.size())) {
+  m_host_words = Kokkos::create_mirror_view(m_words);
+  m_host_all = Kokkos::create_mirror_view(m_all);
+}
 
 Index QsgdExchange::payload_words() const noexcept {
   return 1 + compress::impl::packed_words(size(), m_bits);
@@ -163,14 +163,13 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
     Kokkos::deep_copy(exec(), m_words, 0u);  // NaN/Inf entries have no level; the NaN norm speaks
   Kokkos::deep_copy(exec(), Kokkos::subview(m_words, 0), detail::float_bits(norm));
   exec().fence();
-  auto host_words = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_words);
+  Kokkos::deep_copy(m_host_words, m_words);
   stats.compress_s += clock.seconds();
 
-  auto host_all = Kokkos::create_mirror_view(m_all);
-  comm().allgather(host_words.data(), host_words.extent(0), host_all.data(), &stats);
+  comm().allgather(m_host_words.data(), m_host_words.extent(0), m_host_all.data(), &stats);
 
   clock.restart();
-  Kokkos::deep_copy(m_all, host_all);
+  Kokkos::deep_copy(m_all, m_host_all);
   decode(exec(), m_all, m_update, n, bits, comm().size(), payload_words(),
          1.0f / (s * static_cast<float>(comm().size())));
   exec().fence();

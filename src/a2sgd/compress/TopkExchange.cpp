@@ -28,20 +28,33 @@ std::int64_t count_at_least(const ExecutionSpace& exec, const ConstFloatView& a,
   return c;
 }
 
-// Indices of the entries with |a| >= threshold, in ascending order (one scan pass).
-Kokkos::View<Index*, MemorySpace> compact(const ExecutionSpace& exec, const ConstFloatView& a, float threshold,
-                                          std::int64_t count) {
-  Kokkos::View<Index*, MemorySpace> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::topk::candidates"),
-                                        static_cast<std::size_t>(count));
+// Indices and magnitudes of the entries with |a| >= threshold, in ascending index order (one scan
+// pass; the magnitudes are what the exact selection compares, so they come along).
+struct Candidates {
+  Kokkos::View<Index*, MemorySpace> index;
+  Kokkos::View<float*, MemorySpace> magnitude;
+};
+
+Candidates compact(const ExecutionSpace& exec, const ConstFloatView& a, float threshold, std::int64_t count) {
+  const auto len = static_cast<std::size_t>(count);
+  Candidates c{Kokkos::View<Index*, MemorySpace>(
+                   Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::topk::candidates"), len),
+               Kokkos::View<float*, MemorySpace>(
+                   Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::topk::magnitudes"), len)};
+  const auto index = c.index;
+  const auto magnitude = c.magnitude;
   const double t2 = static_cast<double>(threshold) * threshold;
   Kokkos::parallel_scan(
       "a2sgd::compress::topk_compact", Policy(exec, 0, static_cast<Index>(a.extent(0))),
       KOKKOS_LAMBDA(Index i, Index & offset, bool final) {
         const bool keep = static_cast<double>(a(i)) * a(i) >= t2;
-        if (final && keep) out(offset) = i;
+        if (final && keep) {
+          index(offset) = i;
+          magnitude(offset) = a2sgd::detail::abs(a(i));
+        }
         offset += keep;
       });
-  return out;
+  return c;
 }
 
 }  // namespace
@@ -84,15 +97,10 @@ std::vector<std::uint32_t> TopkExchange::select(const ExecutionSpace& exec, cons
     count = c;
   }
   // Exact selection of k among the candidates: largest |a| first, then the lower index.
-  // Only the candidates' magnitudes travel to the host (count values, not n).
-  const auto device_candidates = compact(exec, a, threshold, count);
-  Kokkos::View<float*, MemorySpace> magnitudes(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::topk::magnitudes"), static_cast<std::size_t>(count));
-  Kokkos::parallel_for(
-      "a2sgd::compress::topk_gather", Policy(exec, 0, count),
-      KOKKOS_LAMBDA(Index j) { magnitudes(j) = a2sgd::detail::abs(a(device_candidates(j))); });
-  const auto candidates = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), device_candidates);
-  const auto host_magnitudes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), magnitudes);
+  // Only the candidates travel to the host (count values, not n).
+  const Candidates found = compact(exec, a, threshold, count);
+  const auto candidates = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), found.index);
+  const auto host_magnitudes = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), found.magnitude);
   std::vector<std::pair<float, Index>> keyed(static_cast<std::size_t>(count));
   for (std::int64_t i = 0; i < count; ++i) keyed[i] = {host_magnitudes(i), candidates(i)};
   auto before = [](const std::pair<float, Index>& x, const std::pair<float, Index>& y) {

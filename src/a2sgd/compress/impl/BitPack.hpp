@@ -26,13 +26,18 @@ KOKKOS_INLINE_FUNCTION Index packed_groups(Index n) {
   return (n + 31) / 32;
 }
 
+/// Fields in group grp of a stream of n (32 but for the last group).
+KOKKOS_INLINE_FUNCTION int group_size(Index grp, Index n) {
+  return static_cast<int>(grp * 32 + 32 < n ? 32 : n - grp * 32);
+}
+
 /// Writes group grp of the stream of n fields into words(offset + grp * bits, ...); field(i)
 /// gives field i (below 2^bits).
 template <class Words, class Field>
 KOKKOS_INLINE_FUNCTION void pack_group(const Words& words, Index offset, Index grp, Index n, int bits,
                                        const Field& field) {
   const Index begin = grp * 32;
-  const Index end = begin + 32 < n ? begin + 32 : n;
+  const Index end = begin + group_size(grp, n);
   Index w = offset + grp * bits;
   std::uint64_t acc = 0;
   int filled = 0;
@@ -52,8 +57,7 @@ KOKKOS_INLINE_FUNCTION void pack_group(const Words& words, Index offset, Index g
 template <class Words, class Visit>
 KOKKOS_INLINE_FUNCTION void unpack_group(const Words& words, Index offset, Index grp, Index n, int bits,
                                          const Visit& visit) {
-  const Index begin = grp * 32;
-  const int count = static_cast<int>(begin + 32 < n ? 32 : n - begin);
+  const int count = group_size(grp, n);
   const std::uint64_t mask = field_mask(bits);
   Index w = offset + grp * bits;
   std::uint64_t acc = 0;
@@ -67,6 +71,13 @@ KOKKOS_INLINE_FUNCTION void unpack_group(const Words& words, Index offset, Index
     acc >>= bits;
     have -= bits;
   }
+}
+
+/// u(32 grp + j) = factor * sum[j] for the fields of group grp: the decoders' last step.
+template <class Out>
+KOKKOS_INLINE_FUNCTION void store_group(const Out& u, Index grp, Index n, const float* sum, float factor) {
+  const int count = group_size(grp, n);
+  for (int j = 0; j < count; ++j) u(grp * 32 + j) = sum[j] * factor;
 }
 
 /// A 32-bit mixer (multiply-xorshift, bijective): vectorises with 32-bit lane multiplies.
