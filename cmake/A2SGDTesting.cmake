@@ -3,7 +3,13 @@
 # a2sgd_add_mpi_test(NAME <name> SOURCES <src>... [RANKS 1 2 4] [TIMEOUT s] [LIBRARIES ...])
 #   Builds one Catch2 executable and registers it once per rank count as <name>_np<N>,
 #   launched through MPIEXEC_EXECUTABLE / MPIEXEC_NUMPROC_FLAG / MPIEXEC_PREFLAGS with the
-#   PROCESSORS property set so that `ctest -j` does not oversubscribe more than it must.
+#   PROCESSORS property set so that `ctest -j` does not oversubscribe more than it must, and
+#   again under each OpenBLAS core type of A2SGD_PORTABILITY_BLAS_CORES (a2sgd_add_blas_variants).
+#
+# a2sgd_add_blas_variants(NAME <name> PROCESSORS <n> TIMEOUT <s> LABELS <l>... [CORES <c>...] COMMAND <cmd>...)
+#   Registers <name>_blas_<Core> for every core type (CORES, default A2SGD_PORTABILITY_BLAS_CORES): the same command run with OpenBLAS forced to
+#   that kernel family (tests/blas_core.sh), labelled `portability`; skipped where the CPU cannot
+#   run it. The GEMM rounding of other CPUs is then checked on this one (docs/testing.md).
 
 include_guard(GLOBAL)
 
@@ -18,6 +24,20 @@ if(NOT A2SGD_MPIEXEC_PREFLAGS_CHECKED)
 endif()
 
 set(A2SGD_TEST_RANKS "1;2;4" CACHE STRING "Rank counts at which each MPI test is registered")
+set(A2SGD_PORTABILITY_BLAS_CORES "Prescott;Sandybridge;SkylakeX" CACHE STRING
+    "OpenBLAS core types under which the numeric tests run again (label portability; empty: none)")
+
+function(a2sgd_add_blas_variants)
+  cmake_parse_arguments(ARG "" "NAME;PROCESSORS;TIMEOUT" "LABELS;CORES;COMMAND" ${ARGN})
+  if(NOT DEFINED ARG_CORES)
+    set(ARG_CORES ${A2SGD_PORTABILITY_BLAS_CORES})
+  endif()
+  foreach(_core IN LISTS ARG_CORES)
+    add_test(NAME ${ARG_NAME}_blas_${_core} COMMAND bash ${PROJECT_SOURCE_DIR}/tests/blas_core.sh ${_core} ${ARG_COMMAND})
+    set_tests_properties(${ARG_NAME}_blas_${_core} PROPERTIES PROCESSORS ${ARG_PROCESSORS} TIMEOUT ${ARG_TIMEOUT}
+                         LABELS "${ARG_LABELS};portability" SKIP_RETURN_CODE 77)
+  endforeach()
+endfunction()
 
 function(a2sgd_add_mpi_test)
   cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SOURCES;RANKS;LIBRARIES" ${ARGN})
@@ -30,10 +50,12 @@ function(a2sgd_add_mpi_test)
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE a2sgd_test_main ${ARG_LIBRARIES})
   foreach(_np IN LISTS ARG_RANKS)
-    add_test(NAME ${ARG_NAME}_np${_np}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${_np} ${MPIEXEC_PREFLAGS}
-                     $<TARGET_FILE:${ARG_NAME}> ${MPIEXEC_POSTFLAGS})
+    set(_command ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${_np} ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${ARG_NAME}>
+                 ${MPIEXEC_POSTFLAGS})
+    add_test(NAME ${ARG_NAME}_np${_np} COMMAND ${_command})
     set_tests_properties(${ARG_NAME}_np${_np} PROPERTIES PROCESSORS ${_np} TIMEOUT ${ARG_TIMEOUT}
                          LABELS "mpi;np${_np}")
+    a2sgd_add_blas_variants(NAME ${ARG_NAME}_np${_np} PROCESSORS ${_np} TIMEOUT ${ARG_TIMEOUT} LABELS "mpi;np${_np}"
+                            COMMAND ${_command})
   endforeach()
 endfunction()

@@ -22,6 +22,20 @@ using Catch::Matchers::WithinRel;
 
 namespace a2sgd::testing {
 
+// Rounding-error bounds behind the tests' tolerances (docs/testing.md). u is the unit roundoff:
+// fl(x op y) = (x op y)(1 + d) with |d| <= u. gamma(n) = n u / (1 - n u) bounds the relative error
+// of an n-term sum or dot product, |fl(sum) - sum| <= gamma(n - 1) sum |x_i|, in any summation
+// order and with or without FMA (Higham, Accuracy and Stability of Numerical Algorithms, 3.1): it
+// holds for every BLAS kernel, SIMD width, thread count and MPI reduction order.
+inline constexpr double u32 = 0x1p-24;
+inline constexpr double u64 = 0x1p-53;
+inline double gamma32(double n) {
+  return n * u32 / (1.0 - n * u32);
+}
+inline double gamma64(double n) {
+  return n * u64 / (1.0 - n * u64);
+}
+
 inline FloatView to_device(const std::vector<float>& values, const std::string& label = "test") {
   FloatView v(label, values.size());
   auto host = Kokkos::create_mirror_view(v);

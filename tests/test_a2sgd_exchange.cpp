@@ -1,4 +1,4 @@
-#include "TestingCatch.hpp"
+#include "RoundingBounds.hpp"
 
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/core/Error.hpp>
@@ -21,12 +21,19 @@ std::vector<float> random_gradient(std::size_t n, unsigned seed) {
 }
 
 // Host reference of one A2SGD step on this rank, written from docs/algorithm.md.
+//
+// Tolerances: the library sums the same float values in double in another order, so its local sums
+// are within gamma64(n) |sum| of the exact ones and so are the reference's (2 gamma64(n) apart);
+// the global values add p terms (gamma64(p)) and the divisions one u64 each. Everything after that
+// is float arithmetic, bounded by the Rounded mirror (RoundingBounds.hpp).
 struct ReferenceStep {
-  std::vector<float> a;           // g + e
-  double mu_pos = 0, mu_neg = 0;  // local averages
-  double m_pos = 0, m_neg = 0;    // global averages
-  std::vector<double> u;          // update direction
-  std::vector<double> e;          // new residual
+  std::vector<float> a;                   // g + e
+  double mu_pos = 0, mu_neg = 0;          // local averages
+  double m_pos = 0, m_neg = 0;            // global averages
+  double mu_pos_tol = 0, mu_neg_tol = 0;  // |library - reference| of the local averages
+  double m_pos_tol = 0, m_neg_tol = 0;    // ... and of the global ones
+  std::vector<Rounded> u;                 // update direction, with the float bound of the library's
+  std::vector<Rounded> e;                 // new residual, likewise
 };
 
 ReferenceStep reference_step(const std::vector<float>& g, const std::vector<float>& e, const A2sgdOptions& o) {
@@ -41,34 +48,47 @@ ReferenceStep reference_step(const std::vector<float>& g, const std::vector<floa
   }
   r.mu_pos = np > 0 ? sp / np : 0.0;
   r.mu_neg = nn > 0 ? sn / nn : 0.0;
+  const double p = world_size(), sum_tol = 2 * gamma64(double(n)) + 2 * u64;
+  r.mu_pos_tol = sum_tol * std::abs(r.mu_pos);
+  r.mu_neg_tol = sum_tol * std::abs(r.mu_neg);
   const auto all_mu_pos = allgather(r.mu_pos, MPI_DOUBLE);
   const auto all_mu_neg = allgather(r.mu_neg, MPI_DOUBLE);
   const auto all_sp = allgather(sp, MPI_DOUBLE), all_sn = allgather(sn, MPI_DOUBLE);
   const auto all_np = allgather(np, MPI_DOUBLE), all_nn = allgather(nn, MPI_DOUBLE);
-  double a = 0, b = 0, c = 0, d = 0;
+  double a = 0, b = 0, c = 0, d = 0, abs_a = 0, abs_b = 0;
   for (std::size_t k = 0; k < all_mu_pos.size(); ++k) {
     if (o.averaging == GlobalAveraging::mean) {
-      a += all_mu_pos[k];
-      b += all_mu_neg[k];
+      a += all_mu_pos[k], abs_a += std::abs(all_mu_pos[k]);
+      b += all_mu_neg[k], abs_b += std::abs(all_mu_neg[k]);
     } else {
       a += all_sp[k], b += all_sn[k], c += all_np[k], d += all_nn[k];
+      abs_a += std::abs(all_sp[k]), abs_b += std::abs(all_sn[k]);
     }
   }
+  const double global_tol = 2 * (gamma64(double(n)) + gamma64(p) + 2 * u64);
   if (o.averaging == GlobalAveraging::mean) {
-    r.m_pos = a / static_cast<double>(all_mu_pos.size());
-    r.m_neg = b / static_cast<double>(all_mu_pos.size());
+    r.m_pos = a / p;
+    r.m_neg = b / p;
+    r.m_pos_tol = global_tol * abs_a / p;
+    r.m_neg_tol = global_tol * abs_b / p;
   } else {
     r.m_pos = c > 0 ? a / c : 0.0;
     r.m_neg = d > 0 ? b / d : 0.0;
+    r.m_pos_tol = c > 0 ? global_tol * abs_a / c : 0.0;
+    r.m_neg_tol = d > 0 ? global_tol * abs_b / d : 0.0;
   }
-  const double ref_pos = o.residual == ResidualReference::local ? r.mu_pos : r.m_pos;
-  const double ref_neg = o.residual == ResidualReference::local ? r.mu_neg : r.m_neg;
+  const bool local = o.residual == ResidualReference::local;
+  // The kernel's float constants: a double within its tolerance, converted to float.
+  const Rounded ref_pos = rounded(local ? r.mu_pos : r.m_pos, local ? r.mu_pos_tol : r.m_pos_tol);
+  const Rounded ref_neg = rounded(local ? r.mu_neg : r.m_neg, local ? r.mu_neg_tol : r.m_neg_tol);
+  const Rounded upd_pos = rounded(r.m_pos, r.m_pos_tol), upd_neg = rounded(r.m_neg, r.m_neg_tol);
   r.u.resize(n);
   r.e.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const float ai = r.a[i];
-    r.u[i] = ai > 0 ? r.m_pos : (ai < 0 ? r.m_neg : 0.0);
-    r.e[i] = o.error_feedback ? ai - (ai > 0 ? ref_pos : (ai < 0 ? ref_neg : 0.0)) : 0.0;
+    // Multiplying by a 0/1 mask and adding 0 are exact.
+    r.u[i] = ai > 0 ? upd_pos : (ai < 0 ? upd_neg : exact(0.0));
+    r.e[i] = o.error_feedback ? exact(ai) - (ai > 0 ? ref_pos : (ai < 0 ? ref_neg : exact(0.0))) : exact(0.0);
   }
   return r;
 }
@@ -87,7 +107,7 @@ void check_against_reference(const A2sgdOptions& o, std::size_t n, int steps) {
   Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
   const double lr = 0.5;
   auto x = to_device(std::vector<float>(n, 0.0f));
-  std::vector<double> x_ref(n, 0.0);
+  std::vector<Rounded> x_ref(n, exact(0.0));
   std::vector<float> e_host(n, 0.0f);
   for (int s = 0; s < steps; ++s) {
     INFO("step " << s);
@@ -96,8 +116,8 @@ void check_against_reference(const A2sgdOptions& o, std::size_t n, int steps) {
     exchange.step(x, to_device(g), sgd, lr);
 
     const auto [m_pos, m_neg] = exchange.last_global_means();
-    CHECK_THAT(m_pos, WithinAbs(ref.m_pos, 1e-9));
-    CHECK_THAT(m_neg, WithinAbs(ref.m_neg, 1e-9));
+    CHECK_THAT(m_pos, WithinAbs(ref.m_pos, ref.m_pos_tol));
+    CHECK_THAT(m_neg, WithinAbs(ref.m_neg, ref.m_neg_tol));
     // Identical on all ranks, bit for bit: they come out of one all-reduce.
     CHECK(same_on_all_ranks(m_pos));
     CHECK(same_on_all_ranks(m_neg));
@@ -106,9 +126,9 @@ void check_against_reference(const A2sgdOptions& o, std::size_t n, int steps) {
     const auto es = to_host(exchange.residual());
     int off_values = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      x_ref[i] -= lr * ref.u[i];
-      if (std::abs(xs[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]))) ++off_values;
-      if (std::abs(es[i] - ref.e[i]) > 1e-5 * (1 + std::abs(ref.e[i]))) ++off_values;
+      sgd_step(x_ref[i], ref.u[i], lr);
+      off_values += !within(xs[i], x_ref[i]);
+      off_values += !within(es[i], ref.e[i]);
     }
     CHECK(off_values == 0);
     e_host = es;  // the residual is carried into the next step
@@ -137,24 +157,30 @@ TEST_CASE("one A2SGD step: the update takes only the values M_pos, M_neg and 0",
   const auto mus = allgather(mu_pos, MPI_DOUBLE);
   double mean_mu = 0;
   for (double v : mus) mean_mu += v;
-  CHECK_THAT(m_pos, WithinAbs(mean_mu / comm.size(), 1e-12));
+  // The same p doubles summed in two orders and divided by p.
+  double abs_mu = 0;
+  for (double v : mus) abs_mu += std::abs(v);
+  CHECK_THAT(m_pos, WithinAbs(mean_mu / comm.size(), 2 * (gamma64(comm.size()) + u64) * abs_mu / comm.size()));
 
   const auto xs = to_host(x);
   const auto es = to_host(exchange.residual());
   int wrong_update = 0;
-  double residual_pos = 0, residual_neg = 0, scale = 0;
+  double residual_pos = 0, residual_neg = 0, scale_pos = 0, scale_neg = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const float expect = g[i] > 0 ? static_cast<float>(-m_pos) : (g[i] < 0 ? static_cast<float>(-m_neg) : 0.0f);
     if (xs[i] != expect) ++wrong_update;
-    if (g[i] > 0) residual_pos += es[i];
-    if (g[i] < 0) residual_neg += es[i];
+    if (g[i] > 0) residual_pos += es[i], scale_pos += std::abs(g[i]) + std::abs(es[i]);
+    if (g[i] < 0) residual_neg += es[i], scale_neg += std::abs(g[i]) + std::abs(es[i]);
     if (g[i] == 0 && es[i] != 0.0f) ++wrong_update;
-    scale += std::abs(g[i]);
   }
   CHECK(wrong_update == 0);
-  // e keeps each entry's deviation from its own local average: it sums to ~0 over each sign set.
-  CHECK(std::abs(residual_pos) < 1e-6 * scale);
-  CHECK(std::abs(residual_neg) < 1e-6 * scale);
+  // e keeps each entry's deviation from its own local average: it sums to 0 over each sign set up
+  // to rounding. e_i = fl(g_i - fl(mu)) = (g_i - fl(mu))(1 + d_i), and n |mu - fl(mu)| <= (u32 +
+  // gamma64(n) + u64) sum |g| (mu is a double mean of the set); the d_i add u32 sum |e|, this
+  // test's double sum gamma64(n) sum |e|.
+  const double tol = (u32 + 2 * gamma64(double(n))) * (1 + u32);
+  CHECK(std::abs(residual_pos) <= tol * scale_pos);
+  CHECK(std::abs(residual_neg) <= tol * scale_neg);
 }
 
 TEST_CASE("A2SGD matches the reference over several steps (residual carried)", "[a2sgd]") {
@@ -186,7 +212,7 @@ TEST_CASE("A2SGD fuses momentum and Adam into its update pass", "[a2sgd][optim]"
     cfg.kind = kind;
     Optimizer opt(cfg, static_cast<Index>(n));
     auto x = to_device(std::vector<float>(n, 1.0f));
-    std::vector<double> xr(n, 1.0), m(n, 0.0), v(n, 0.0);
+    std::vector<Rounded> xr(n, exact(1.0)), m(n), v(n);
     std::vector<float> e(n, 0.0f);
     const double lr = 0.01;
     for (int t = 1; t <= 3; ++t) {
@@ -195,20 +221,15 @@ TEST_CASE("A2SGD fuses momentum and Adam into its update pass", "[a2sgd][optim]"
       exchange.step(x, to_device(g), opt, lr);
       e = to_host(exchange.residual());
       for (std::size_t i = 0; i < n; ++i) {
-        const double u = ref.u[i];
-        if (kind == OptimizerKind::momentum) {
-          m[i] = 0.9 * m[i] + u;
-          xr[i] -= lr * m[i];
-        } else {
-          m[i] = 0.9 * m[i] + 0.1 * u;
-          v[i] = 0.999 * v[i] + 0.001 * u * u;
-          xr[i] -= lr * (m[i] / (1 - std::pow(0.9, t))) / (std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-8);
-        }
+        if (kind == OptimizerKind::momentum)
+          momentum_step(xr[i], m[i], ref.u[i], lr, 0.9);
+        else
+          adam_step(xr[i], m[i], v[i], ref.u[i], lr, t);
       }
     }
     const auto xs = to_host(x);
     int off = 0;
-    for (std::size_t i = 0; i < n; ++i) off += std::abs(xs[i] - xr[i]) > 1e-4;
+    for (std::size_t i = 0; i < n; ++i) off += !within(xs[i], xr[i]);
     CHECK(off == 0);
   }
 }
@@ -312,7 +333,8 @@ TEST_CASE("ranks that disagree on n or on the options fail together at construct
 
 TEST_CASE("exchange methods are selected by name", "[a2sgd][factory]") {
   Communicator comm;
-  CHECK(exchange_methods() == std::vector<std::string>{"dense", "a2sgd", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"});
+  CHECK(exchange_methods() ==
+        std::vector<std::string>{"dense", "a2sgd", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"});
   ExchangeConfig cfg;
   auto ex = make_exchange(cfg, comm, 10);
   CHECK(ex->name() == "a2sgd");
@@ -320,7 +342,8 @@ TEST_CASE("exchange methods are selected by name", "[a2sgd][factory]") {
   CHECK(ex->state()[0].name == "residual");
   CHECK(ex->state()[0].view.extent(0) == 10);
   cfg.method = "topk-typo";
-  CHECK_THROWS_WITH(make_exchange(cfg, comm, 10), A2SGD_CONTAINS("valid: dense, a2sgd, topk, randomk, qsgd, efsign, powersgd, fp16, bf16"));
+  CHECK_THROWS_WITH(make_exchange(cfg, comm, 10),
+                    A2SGD_CONTAINS("valid: dense, a2sgd, topk, randomk, qsgd, efsign, powersgd, fp16, bf16"));
   // Known on some ranks only: every rank fails, none waits in the constructor's collectives.
   cfg.method = comm.rank() == 0 ? "a2sgd" : "a2sgd-typo";
   if (comm.size() > 1) CHECK_THROWS_AS(make_exchange(cfg, comm, 10), CollectiveError);

@@ -1,4 +1,4 @@
-#include "TestingCatch.hpp"
+#include "RoundingBounds.hpp"
 
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/data/Idx.hpp>
@@ -77,13 +77,29 @@ TEST_CASE("IDX files are read plain and gzip-compressed", "[data][idx]") {
     CHECK(pair.train.features() == 6);
     auto labels = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pair.train.labels);
     CHECK(labels(3) == (7 + 3) % 10);
-    // Normalised with the training set's mean and standard deviation.
+    // Normalised with the training set's mean and standard deviation: sum x = 0 and sum x^2 = 24 up
+    // to rounding. The bound mirrors the library's float steps x = (v - fl(mean)) fl(1 / std), the
+    // double moments within gamma64 of theirs (sums of 24 values; var = s2 / n - mean^2 adds a
+    // product, a subtraction and two divisions).
+    std::vector<float> v(24);
+    double mean = 0, sq = 0, abs_sum = 0;
+    for (int i = 0; i < 24; ++i) v[i] = static_cast<float>((7 + i) % 10) / 255.0f;
+    for (float vi : v) mean += vi / 24.0, sq += double(vi) * vi / 24.0, abs_sum += vi;
+    const double var = sq - mean * mean, inv_std = 1 / std::sqrt(var);
+    const double var_tol = 2 * gamma64(24 + 4) * (sq + mean * mean);
+    const Rounded shift = rounded(mean, 2 * gamma64(24) * abs_sum / 24);
+    const Rounded scale = rounded(inv_std, (var_tol / (2 * var) + 2 * u64) * inv_std);
     auto x = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), pair.train.images);
-    double s = 0, s2 = 0;
+    double s = 0, s2 = 0, s_tol = 0, s2_tol = 0, x_abs = 0;
     for (int i = 0; i < 4; ++i)
-      for (int j = 0; j < 6; ++j) s += x(i, j), s2 += double(x(i, j)) * x(i, j);
-    CHECK_THAT(s / 24, WithinAbs(0.0, 1e-5));
-    CHECK_THAT(s2 / 24, WithinAbs(1.0, 1e-4));
+      for (int j = 0; j < 6; ++j) {
+        const Rounded want = (exact(v[i * 6 + j]) - shift) * scale;
+        CHECK(within(x(i, j), want));
+        s += x(i, j), s2 += double(x(i, j)) * x(i, j), x_abs += std::abs(want.v);
+        s_tol += want.e, s2_tol += 2 * std::abs(want.v) * want.e + want.e * want.e;
+      }
+    CHECK(std::abs(s) <= s_tol + gamma64(24) * x_abs);
+    CHECK(std::abs(s2 - 24.0) <= s2_tol + gamma64(48) * 24.0);
     fs::remove_all(dir);
   }
 }
@@ -95,8 +111,8 @@ TEST_CASE("malformed IDX data is rejected with the file named", "[data][idx]") {
 
   SECTION("missing file") {
     fs::remove(img);
-    CHECK_THROWS_WITH(data::load_idx_dataset(dir.string(), "x"), A2SGD_CONTAINS("missing data file") &&
-                                                                     A2SGD_CONTAINS("train-images-idx3-ubyte"));
+    CHECK_THROWS_WITH(data::load_idx_dataset(dir.string(), "x"),
+                      A2SGD_CONTAINS("missing data file") && A2SGD_CONTAINS("train-images-idx3-ubyte"));
     CHECK_THROWS_WITH(data::read_idx(img), A2SGD_CONTAINS("cannot open " + img));
   }
   SECTION("missing directory") {
@@ -117,8 +133,8 @@ TEST_CASE("malformed IDX data is rejected with the file named", "[data][idx]") {
     write_plain(img, {0, 0, 8});
     CHECK_THROWS_WITH(data::read_idx(img), A2SGD_CONTAINS(img) && A2SGD_CONTAINS("truncated"));
     write_plain(img, idx_bytes(0x803, {4, 3, 2}, 23));
-    CHECK_THROWS_WITH(data::read_idx(img), A2SGD_CONTAINS(img) && A2SGD_CONTAINS("expected 24 data bytes") &&
-                                               A2SGD_CONTAINS("found 23"));
+    CHECK_THROWS_WITH(data::read_idx(img),
+                      A2SGD_CONTAINS(img) && A2SGD_CONTAINS("expected 24 data bytes") && A2SGD_CONTAINS("found 23"));
   }
   SECTION("trailing bytes") {
     write_plain(img, idx_bytes(0x803, {4, 3, 2}, 25));

@@ -1,4 +1,4 @@
-#include "TestingCatch.hpp"
+#include "RoundingBounds.hpp"
 
 #include <a2sgd/core/Random.hpp>
 #include <a2sgd/nn/Mlp.hpp>
@@ -30,7 +30,100 @@ LabelView make_labels(const std::vector<int>& values) {
 
 }  // namespace
 
-TEST_CASE("MLP gradients match central finite differences", "[nn]") {
+// A double reference of the MLP's forward and backward passes that carries the rounding bound of
+// the library's float32 computation (RoundingBounds.hpp): every GEMM entry a dot product in any
+// order, bias and ReLU element-wise, softmax with float exp and a double denominator, bias
+// gradients summed in double. Also returns the mean loss in double and, for each ReLU input, how
+// far it is from the kink beyond its own error (the float and the reference masks agree when > 0).
+struct MlpReference {
+  std::vector<Rounded> grads;
+  double loss = 0.0;
+  double loss_err = 0.0;  // bound on |library's mean loss - loss|
+  double kink_margin = 1e300;
+  std::vector<bool> mask;  // which ReLU inputs are positive
+};
+
+MlpReference mlp_reference(const ParameterStore& store, const std::vector<double>& params, const std::vector<float>& x,
+                           Index batch, const std::vector<Index>& widths, const std::vector<int>& labels) {
+  const std::size_t layers = widths.size() - 1;
+  MlpReference ref;
+  ref.grads.assign(params.size(), Rounded{});
+  // act[l]: batch x widths[l] inputs of layer l (act[0] = x, exact floats).
+  std::vector<std::vector<Rounded>> act(layers + 1);
+  for (float v : x) act[0].push_back(exact(v));
+  auto weight = [&](std::size_t l, Index i, Index k) {
+    return exact(params[store.info("fc" + std::to_string(l + 1) + ".weight").offset + i * widths[l] + k]);
+  };
+  auto bias = [&](std::size_t l, Index i) {
+    return exact(params[store.info("fc" + std::to_string(l + 1) + ".bias").offset + i]);
+  };
+  for (std::size_t l = 0; l < layers; ++l) {
+    const Index in = widths[l], out = widths[l + 1];
+    act[l + 1].resize(static_cast<std::size_t>(batch * out));
+    for (Index b = 0; b < batch; ++b)
+      for (Index i = 0; i < out; ++i) {
+        Rounded z =
+            dot([&](std::size_t k) { return act[l][b * in + k]; },
+                [&](std::size_t k) { return weight(l, i, static_cast<Index>(k)); }, static_cast<std::size_t>(in)) +
+            bias(l, i);
+        if (l + 1 < layers) {
+          ref.kink_margin = std::min(ref.kink_margin, std::abs(z.v) - z.e);
+          ref.mask.push_back(z.v > 0);
+          if (z.v < 0) z = exact(0.0);
+        }
+        act[l + 1][b * out + i] = z;
+      }
+  }
+  // Softmax cross-entropy: dz = (exp(z - zmax) fl(1 / sum) - onehot) fl(1 / batch).
+  const Index classes = widths.back();
+  std::vector<Rounded> dz(static_cast<std::size_t>(batch * classes));
+  const Rounded scale = rounded(1.0 / double(batch), 0.0);
+  for (Index b = 0; b < batch; ++b) {
+    const Rounded* z = &act[layers][b * classes];
+    Index arg = 0;
+    for (Index c = 1; c < classes; ++c)
+      if (z[c].v > z[arg].v) arg = c;
+    std::vector<Rounded> ex;
+    for (Index c = 0; c < classes; ++c) ex.push_back(exp32(z[c] - z[arg]));
+    Rounded sum{0.0, 0.0};
+    for (const auto& e : ex) sum.v += e.v, sum.e += e.e + gamma64(double(classes)) * e.v;
+    const Rounded inv = rounded(1.0 / sum.v, sum.e / (sum.v * (sum.v - sum.e)));
+    const Rounded shifted = z[labels[b]] - z[arg];
+    ref.loss += (std::log(sum.v) - shifted.v) / double(batch);
+    ref.loss_err +=
+        (sum.e / (sum.v - sum.e) + shifted.e + gamma64(4) * (std::abs(std::log(sum.v)) + std::abs(shifted.v))) /
+        double(batch);
+    for (Index c = 0; c < classes; ++c) dz[b * classes + c] = (ex[c] * inv - exact(c == labels[b] ? 1.0 : 0.0)) * scale;
+  }
+  // Backward, last layer first.
+  for (std::size_t l = layers; l-- > 0;) {
+    const Index in = widths[l], out = widths[l + 1];
+    const Index w_off = store.info("fc" + std::to_string(l + 1) + ".weight").offset;
+    const Index b_off = store.info("fc" + std::to_string(l + 1) + ".bias").offset;
+    for (Index i = 0; i < out; ++i) {
+      for (Index k = 0; k < in; ++k)
+        ref.grads[w_off + i * in + k] = dot([&](std::size_t b) { return dz[b * out + i]; },
+                                            [&](std::size_t b) { return act[l][b * in + k]; }, std::size_t(batch));
+      ref.grads[b_off + i] = double_sum_to_float([&](std::size_t b) { return dz[b * out + i]; }, std::size_t(batch));
+    }
+    if (l == 0) break;
+    std::vector<Rounded> dx(static_cast<std::size_t>(batch * in));
+    for (Index b = 0; b < batch; ++b)
+      for (Index k = 0; k < in; ++k)
+        dx[b * in + k] =
+            act[l][b * in + k].v > 0
+                ? dot([&](std::size_t i) { return dz[b * out + i]; },
+                      [&](std::size_t i) { return weight(l, static_cast<Index>(i), k); }, static_cast<std::size_t>(out))
+                : exact(0.0);
+    dz = dx;
+  }
+  return ref;
+}
+
+TEST_CASE(
+    "MLP gradients: a double reference within its float rounding bound, the reference against finite "
+    "differences",
+    "[nn]") {
   const ExecutionSpace exec;
   ParameterStore store;
   nn::Mlp mlp(nn::MlpConfig{6, {5, 4}, 3}, store);
@@ -39,7 +132,7 @@ TEST_CASE("MLP gradients match central finite differences", "[nn]") {
   CHECK(mlp.describe() == "mlp 6-5-4-3");
   CHECK(store.size() == 5 * 6 + 5 + 4 * 5 + 4 + 3 * 4 + 3);
   mlp.initialize(store.params(), 42, nn::InitScheme::xavier);
-  // Biases away from zero so that ReLU kinks are unlikely to sit within the finite-difference step.
+  // Biases away from zero so that no ReLU input sits near its kink.
   {
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), store.params());
     Rng rng(3);
@@ -47,30 +140,57 @@ TEST_CASE("MLP gradients match central finite differences", "[nn]") {
     Kokkos::deep_copy(store.params(), h);
   }
   const Matrix x = random_matrix(4, 6, 7);
-  const LabelView y = make_labels({0, 2, 1, 2});
+  const std::vector<int> label_values = {0, 2, 1, 2};
+  const LabelView y = make_labels(label_values);
 
   const nn::LossResult r = mlp.forward_backward(exec, store.params(), store.grads(), x, y);
   CHECK(std::isfinite(r.loss_sum));
   const auto analytic = to_host(store.grads());
-  auto params = to_host(store.params());
-  const double h = 1e-2;
+  const auto params_f = to_host(store.params());
+  const std::vector<double> params(params_f.begin(), params_f.end());
+  auto xh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  const std::vector<float> xs(xh.data(), xh.data() + xh.size());
+  const std::vector<Index> widths = {6, 5, 4, 3};
+
+  // 1. The library's float gradient against the double reference, within the reference's bound.
+  const MlpReference ref = mlp_reference(store, params, xs, 4, widths, label_values);
+  REQUIRE(ref.kink_margin > 0.0);
   int bad = 0;
-  for (Index i = 0; i < store.size(); ++i) {
-    const float saved = params[i];
-    auto loss_at = [&](double v) {
-      params[i] = static_cast<float>(v);
-      Kokkos::deep_copy(store.params(), Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
-                                            params.data(), params.size()));
-      return mlp.evaluate(exec, store.params(), x, y).loss_sum / 4.0;
-    };
-    const double numeric = (loss_at(saved + h) - loss_at(saved - h)) / (2 * h);
-    params[i] = saved;
-    if (std::abs(numeric - analytic[i]) > 2e-3 + 2e-2 * std::abs(numeric)) {
+  for (Index i = 0; i < store.size(); ++i)
+    if (!within(analytic[i], ref.grads[i])) {
       ++bad;
-      UNSCOPED_INFO("parameter " << i << ": analytic " << analytic[i] << ", numeric " << numeric);
+      UNSCOPED_INFO("parameter " << i << ": library " << analytic[i] << ", reference " << ref.grads[i].v << " +- "
+                                 << ref.grads[i].e);
+    }
+  CHECK(bad == 0);
+  CHECK_THAT(r.loss_sum / 4, WithinAbs(ref.loss, ref.loss_err + gamma64(4) * ref.loss));
+
+  // 2. The reference's gradient against central differences of its own double loss, with steps h
+  // and h/2: the difference of the two estimates bounds the truncation error of the finer one
+  // (Richardson: error(h/2) ~ |D(h) - D(h/2)| / 3 once h is in the asymptotic range), and each
+  // quotient adds the loss's double rounding, gamma64(64) |loss| / (h/2). The loss is smooth along
+  // each difference's segment: the ReLU masks at both ends equal the unperturbed ones, and with
+  // the masks fixed every layer's input is affine in the perturbed parameter, so no ReLU input can
+  // cross its kink in between (an affine function changes sign at most once).
+  const double h = 1e-5;
+  int fd_bad = 0;
+  for (Index i = 0; i < store.size(); ++i) {
+    auto loss_at = [&](double delta) {
+      auto p = params;
+      p[i] += delta;
+      const MlpReference moved = mlp_reference(store, p, xs, 4, widths, label_values);
+      REQUIRE(moved.mask == ref.mask);
+      return moved.loss;
+    };
+    const double coarse = (loss_at(h) - loss_at(-h)) / (2 * h);
+    const double fine = (loss_at(h / 2) - loss_at(-h / 2)) / h;
+    const double tol = std::abs(coarse - fine) + gamma64(64) * (std::abs(ref.loss) + 1) / (h / 2);
+    if (std::abs(fine - ref.grads[i].v) > tol) {
+      ++fd_bad;
+      UNSCOPED_INFO("parameter " << i << ": reference " << ref.grads[i].v << ", finite differences " << fine);
     }
   }
-  CHECK(bad == 0);
+  CHECK(fd_bad == 0);
 }
 
 TEST_CASE("softmax cross-entropy: loss, accuracy and gradient on known logits", "[nn]") {
@@ -82,12 +202,22 @@ TEST_CASE("softmax cross-entropy: loss, accuracy and gradient on known logits", 
   Matrix dz("dz", 2, 3);
   const auto r = nn::softmax_cross_entropy(ExecutionSpace(), z, make_labels({0, 0}), dz, 0.5f);
   const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
-  CHECK_THAT(r.loss_sum, WithinAbs(lse - 1.0 + 0.0, 1e-5));
+  // Row 0 through the rounding mirror; row 1 is exact (exp(0) = 1, the others underflow to 0).
+  std::vector<Rounded> ex;
+  for (double zc : {1.0, 2.0, 3.0}) ex.push_back(exp32(exact(zc) - exact(3.0)));
+  const Rounded sum = ex[0] + ex[1] + ex[2];  // in double, but a float-sized bound is conservative
+  const Rounded inv = rounded(1.0 / sum.v, sum.e / (sum.v * (sum.v - sum.e)));
+  const Rounded half = exact(0.5);
+  const Rounded g00 = (ex[0] * inv - exact(1.0)) * half, g02 = (ex[2] * inv - exact(0.0)) * half;
+  // loss_sum = log(sum) - (z_label - zmax) + 0: the log's error is the sum's relative error.
+  CHECK_THAT(r.loss_sum, WithinAbs(lse - 1.0, sum.e / (sum.v - sum.e) + gamma64(4) * lse));
   CHECK(r.correct == 1);
   auto g = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dz);
-  CHECK_THAT(g(0, 0), WithinAbs(0.5 * (std::exp(1.0 - lse) - 1.0), 1e-6));
-  CHECK_THAT(g(0, 2), WithinAbs(0.5 * std::exp(3.0 - lse), 1e-6));
-  CHECK_THAT(g(1, 0), WithinAbs(0.0, 1e-6));
+  CHECK(within(g(0, 0), g00));
+  CHECK_THAT(g00.v, WithinAbs(0.5 * (std::exp(1.0 - lse) - 1.0), 8 * u64));  // the mirror is the formula
+  CHECK(within(g(0, 2), g02));
+  CHECK_THAT(g02.v, WithinAbs(0.5 * std::exp(3.0 - lse), 8 * u64));
+  CHECK(g(1, 0) == 0.0f);
 }
 
 TEST_CASE("initialisation is deterministic, seed-dependent and scaled by fan-in", "[nn]") {
@@ -101,11 +231,12 @@ TEST_CASE("initialisation is deterministic, seed-dependent and scaled by fan-in"
   CHECK(xa == to_host(b.params()));
   mb.initialize(b.params(), 6, nn::InitScheme::he);
   CHECK(xa != to_host(b.params()));
-  // He: the first layer's weights have variance 2 / 784; biases are zero.
+  // He: the first layer's weights have variance 2 / 784; biases are zero. The sample variance of
+  // N normal values has relative standard error sqrt(2 / N): 6 standard errors.
   const auto& w = a.info("fc1.weight");
   double s2 = 0;
   for (Index i = 0; i < w.size; ++i) s2 += double(xa[w.offset + i]) * xa[w.offset + i];
-  CHECK_THAT(s2 / w.size, WithinRel(2.0 / 784, 0.02));
+  CHECK_THAT(s2 / w.size, WithinRel(2.0 / 784, 6 * std::sqrt(2.0 / double(w.size))));
   for (Index i = 0; i < 256; ++i) CHECK(xa[a.info("fc1.bias").offset + i] == 0.0f);
   CHECK_THROWS_WITH(nn::parse_init_scheme("kaiming"), A2SGD_CONTAINS("he, xavier"));
 }

@@ -1,4 +1,4 @@
-#include "TestingCatch.hpp"
+#include "RoundingBounds.hpp"
 
 #include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
@@ -34,17 +34,22 @@ std::vector<std::uint32_t> reference_topk(const std::vector<float>& a, std::size
 }
 
 // SGD (lr 1) reference: x_ref -= (1/p) sum over ranks of what each sent; returns how many entries
-// of x differ from it (collective: gathers every rank's `sent`).
-int sgd_step_mismatches(const std::vector<float>& sent, std::vector<double>& x_ref, const std::vector<float>& x) {
+// of x lie outside its rounding bound (collective: gathers every rank's `sent`). Every method
+// decodes u as a float sum of the p ranks' values and a product with fl(1/p), in some order:
+// within gamma32(p + 1) sum_r |sent_r| / p of the mean; the SGD mirror adds the update's rounding.
+int sgd_step_mismatches(const std::vector<float>& sent, std::vector<Rounded>& x_ref, const std::vector<float>& x) {
   const std::size_t n = sent.size();
   const int p = world_size();
   const auto all = allgather(sent);
   int off = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    double u = 0.0;
-    for (int r = 0; r < p; ++r) u += all[static_cast<std::size_t>(r) * n + i];
-    x_ref[i] -= u / p;
-    off += std::abs(x[i] - x_ref[i]) > 1e-5 * (1 + std::abs(x_ref[i]));
+    double u = 0.0, abs_sum = 0.0;
+    for (int r = 0; r < p; ++r) {
+      u += all[static_cast<std::size_t>(r) * n + i];
+      abs_sum += std::abs(all[static_cast<std::size_t>(r) * n + i]);
+    }
+    sgd_step(x_ref[i], Rounded{u / p, gamma32(p + 1) * abs_sum / p}, 1.0);
+    off += !within(x[i], x_ref[i]);
   }
   return off;
 }
@@ -80,7 +85,7 @@ TEST_CASE("Top-K step: update is the mean of all ranks' sparse vectors; error fe
   Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
   auto x = to_device(std::vector<float>(n, 0.0f));
   std::vector<float> e_old(n, 0.0f);
-  std::vector<double> x_ref(n, 0.0);
+  std::vector<Rounded> x_ref(n, exact(0.0));
   for (int step = 0; step < 3; ++step) {
     const auto g = random_values(n, 100u * step + static_cast<unsigned>(comm.rank()));
     std::vector<float> a(n);
@@ -115,7 +120,7 @@ TEST_CASE("Random-K: the same k distinct indices on every rank, mean of their va
   Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
   auto x = to_device(std::vector<float>(n, 0.0f));
   std::vector<float> e_old(n, 0.0f);
-  std::vector<double> x_ref(n, 0.0);
+  std::vector<Rounded> x_ref(n, exact(0.0));
   for (std::uint64_t step = 0; step < 3; ++step) {
     const auto idx = ex.indices(step);
     REQUIRE(idx.size() == k);
@@ -174,7 +179,7 @@ TEST_CASE("EF-sign: one bit per entry plus a scale; u is the mean of the scaled 
   Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
   auto x = to_device(std::vector<float>(n, 0.0f));
   std::vector<float> e_old(n, 0.0f);
-  std::vector<double> x_ref(n, 0.0);
+  std::vector<Rounded> x_ref(n, exact(0.0));
   for (int step = 0; step < 3; ++step) {
     auto g = random_values(n, 77u * step + static_cast<unsigned>(comm.rank()));
     g[5] = -e_old[5];  // a = 0 exactly: counts as positive

@@ -1,11 +1,10 @@
 #include <a2sgd/compress/PowerSgdExchange.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
-#include <a2sgd/core/Math.hpp>
+#include <a2sgd/compress/impl/Orthonormalise.hpp>
 #include <a2sgd/core/Random.hpp>
 
 #include <KokkosBlas3_gemm.hpp>
 
-#include <cmath>
 #include <limits>
 
 namespace a2sgd {
@@ -30,37 +29,6 @@ Index layout_size(const std::vector<TensorInfo>& layout) {
 
 MatrixView matrix(const FloatView& flat, Index offset, Index rows, Index cols) {
   return MatrixView(flat.data() + offset, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
-}
-
-// Modified Gram-Schmidt on the r columns of one P block (r is small, the columns are long).
-void orthonormalise(const ExecutionSpace& exec, const MatrixView& p) {
-  const Policy rows(exec, 0, static_cast<Index>(p.extent(0)));
-  const int r = static_cast<int>(p.extent(1));
-  for (int j = 0; j < r; ++j) {
-    for (int k = 0; k < j; ++k) {
-      double dot = 0.0;
-      Kokkos::parallel_reduce(
-          "a2sgd::compress::powersgd_dot", rows,
-          KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, k)) * static_cast<double>(p(i, j)); }, dot);
-      const float d = static_cast<float>(dot);
-      Kokkos::parallel_for(
-          "a2sgd::compress::powersgd_project", rows, KOKKOS_LAMBDA(Index i) { p(i, j) -= d * p(i, k); });
-    }
-    double sq = 0.0;
-    Kokkos::parallel_reduce(
-        "a2sgd::compress::powersgd_norm", rows,
-        KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(p(i, j)) * static_cast<double>(p(i, j)); }, sq);
-    // A zero column (rank-deficient M) stays zero: it adds nothing to the projection.
-    if (sq > 0.0) {
-      const float inv = static_cast<float>(1.0 / std::sqrt(sq));
-      Kokkos::parallel_for(
-          "a2sgd::compress::powersgd_normalise", rows, KOKKOS_LAMBDA(Index i) { p(i, j) *= inv; });
-    } else if (!(sq == 0.0)) {  // NaN: keep it, so that every rank stops on the update
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      Kokkos::parallel_for(
-          "a2sgd::compress::powersgd_normalise", rows, KOKKOS_LAMBDA(Index i) { p(i, j) = nan; });
-    }
-  }
 }
 
 }  // namespace
@@ -101,6 +69,17 @@ PowerSgdExchange::PowerSgdExchange(const Communicator& comm, const std::vector<T
     }
   }
   m_p = FloatView("a2sgd::compress::powersgd_p", static_cast<std::size_t>(p_len));
+  m_p_columns.r = static_cast<int>(r);
+  m_p_columns.offset = Kokkos::View<Index*, MemorySpace>("a2sgd::compress::powersgd_p_offset", m_blocks.size());
+  m_p_columns.rows = Kokkos::View<Index*, MemorySpace>("a2sgd::compress::powersgd_p_rows", m_blocks.size());
+  auto host_offset = Kokkos::create_mirror_view(m_p_columns.offset);
+  auto host_rows = Kokkos::create_mirror_view(m_p_columns.rows);
+  for (std::size_t b = 0; b < m_blocks.size(); ++b) {
+    host_offset(b) = m_blocks[b].p_offset;
+    host_rows(b) = m_blocks[b].rows;
+  }
+  Kokkos::deep_copy(m_p_columns.offset, host_offset);
+  Kokkos::deep_copy(m_p_columns.rows, host_rows);
   m_q = FloatView("a2sgd::compress::powersgd_q", static_cast<std::size_t>(q_len));
   // The same standard-normal start on every rank, one stream per matrix.
   auto host_q = Kokkos::create_mirror_view(m_q);
@@ -158,8 +137,8 @@ void PowerSgdExchange::do_step(const FloatView& params, const FloatView& grad, O
   allreduce_sum(m_p, stats);
 
   clock.restart();
+  compress::impl::orthonormalise_columns(exec(), m_p, m_p_columns);
   for (const auto& b : m_blocks) {
-    orthonormalise(exec(), matrix(m_p, b.p_offset, b.rows, r));
     KokkosBlas::gemm("T", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_p, b.p_offset, b.rows, r), 0.0f,
                      matrix(m_q, b.q_offset, b.cols, r));
   }

@@ -4,6 +4,7 @@
 /// (Vogels et al., NeurIPS 2019), the method behind PyTorch's PowerSGD communication hook.
 
 #include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/impl/Orthonormalise.hpp>
 #include <a2sgd/core/ParameterStore.hpp>
 
 #include <cstdint>
@@ -24,10 +25,10 @@ struct PowerSgdOptions {
 ///
 /// Step: M = g + e per compressed matrix; P = M Q; all-reduce of every P together with the dense
 /// tensors (one all-reduce of 4 (sum rows r + dense) bytes); P <- orthonormalised columns of P
-/// (Gram-Schmidt); Q = M^T P; all-reduce of every Q (4 sum cols r bytes), Q <- Q / p;
-/// u = P Q^T (the mean of the ranks' M projected onto span P), e = M - u. Dense tensors:
-/// u = mean, no residual. Q is kept as the next step's starting point (warm start) and is part
-/// of the checkpointed state; it is identical on all ranks.
+/// (Gram-Schmidt, twice, in double: impl/Orthonormalise.hpp); Q = M^T P; all-reduce of every Q (4 sum cols r bytes), Q
+/// <- Q / p; u = P Q^T (the mean of the ranks' M projected onto span P), e = M - u. Dense tensors: u = mean, no
+/// residual. Q is kept as the next step's starting point (warm start) and is part of the checkpointed state; it is
+/// identical on all ranks.
 class PowerSgdExchange final : public Exchange {
  public:
   /// `layout`: the model's tensors (ParameterStore::tensors()), covering [0, n) without gaps.
@@ -67,8 +68,9 @@ class PowerSgdExchange final : public Exchange {
   std::vector<DenseSlice> m_dense;
   FloatView m_residual;
   FloatView m_update;
-  FloatView m_p;  // P blocks, then the dense tensors
-  FloatView m_q;  // Q blocks (state: warm start)
+  FloatView m_p;                             // P blocks, then the dense tensors
+  FloatView m_q;                             // Q blocks (state: warm start)
+  compress::impl::ColumnBlocks m_p_columns;  // where the P blocks are, for the orthonormalisation
 };
 
 }  // namespace a2sgd

@@ -1,3 +1,4 @@
+#include <a2sgd/compress/impl/HostClones.hpp>
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/core/Version.hpp>
@@ -18,6 +19,11 @@ std::string build_info() {
   out << "a2sgd " << version() << '\n';
   out << "Kokkos " << KOKKOS_VERSION / 10000 << '.' << (KOKKOS_VERSION / 100) % 100 << '.' << KOKKOS_VERSION % 100
       << ", execution space " << ExecutionSpace::name() << '\n';
+#ifdef A2SGD_HOST_CLONES_ACTIVE
+  out << "host SIMD block functions: AVX-512, AVX2 and baseline clones, picked at load time\n";
+#else
+  out << "host SIMD block functions: baseline ISA only\n";
+#endif
   char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
   if (MPI_Get_library_version(mpi_version, &len) == MPI_SUCCESS) {

@@ -14,6 +14,14 @@ KOKKOS_INLINE_FUNCTION float sqrt(float x) {
 #endif
 }
 
+KOKKOS_INLINE_FUNCTION double sqrt(double x) {
+#if KOKKOS_VERSION >= 30700
+  return Kokkos::sqrt(x);
+#else
+  return Kokkos::Experimental::sqrt(x);
+#endif
+}
+
 KOKKOS_INLINE_FUNCTION float exp(float x) {
 #if KOKKOS_VERSION >= 30700
   return Kokkos::exp(x);
@@ -31,7 +39,9 @@ KOKKOS_INLINE_FUNCTION double log(double x) {
 }
 
 /// |x|; NaN stays NaN.
-KOKKOS_INLINE_FUNCTION float abs(float x) { return x < 0.0f ? -x : x; }
+KOKKOS_INLINE_FUNCTION float abs(float x) {
+  return x < 0.0f ? -x : x;
+}
 
 /// True for NaN and +-Inf, without isnan/isinf (x - x is 0 exactly for every finite x).
 KOKKOS_INLINE_FUNCTION bool non_finite(float x) {
