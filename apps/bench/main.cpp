@@ -67,7 +67,7 @@ double copy_seconds(const FloatView& src, const FloatView& dst, int warmup, int 
   for (int r = 0; r < warmup + repeats; ++r) {
     Stopwatch clock;
     Kokkos::parallel_for(
-        "a2sgd::bench::copy", Policy(exec, 0, static_cast<Index>(src.extent(0))),
+        A2SGD_LABEL("a2sgd::bench::copy"), Policy(exec, 0, static_cast<Index>(src.extent(0))),
         KOKKOS_LAMBDA(Index i) { dst(i) = src(i); });
     exec.fence();
     if (r >= warmup) t.push_back(clock.seconds());

@@ -15,7 +15,7 @@ using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 std::pair<double, double> distance_and_norm(const ExecutionSpace& exec, const FloatView& a, const FloatView& b) {
   double dist = 0.0, norm = 0.0;
   Kokkos::parallel_reduce(
-      "a2sgd::train::divergence", Policy(exec, 0, static_cast<Index>(a.extent(0))),
+      A2SGD_LABEL("a2sgd::train::divergence"), Policy(exec, 0, static_cast<Index>(a.extent(0))),
       KOKKOS_LAMBDA(Index i, double& d, double& n) {
         const double diff = static_cast<double>(a(i)) - b(i);
         d += diff * diff;

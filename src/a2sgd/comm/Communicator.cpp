@@ -94,6 +94,31 @@ void Communicator::allgather_bytes(const void* send, std::size_t count, std::siz
   }
 }
 
+void Communicator::alltoallv_bytes(const void* send, const int* send_counts, const int* send_displs, void* recv,
+                                   const int* recv_counts, const int* recv_displs, std::size_t elem_size,
+                                   MPI_Datatype type, StepStats* stats) const {
+  Stopwatch clock;
+  A2SGD_MPI_CHECK(MPI_Alltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs, type, m_comm));
+  if (stats) {
+    std::size_t sent = 0;
+    for (int q = 0; q < m_size; ++q) sent += static_cast<std::size_t>(send_counts[q]);
+    stats->comm_s += clock.seconds();
+    stats->bytes_sent += sent * elem_size;
+    stats->messages += 1;
+  }
+}
+
+void Communicator::allgatherv_bytes(void* data, const int* counts, const int* displs, std::size_t elem_size,
+                                    MPI_Datatype type, StepStats* stats) const {
+  Stopwatch clock;
+  A2SGD_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts, displs, type, m_comm));
+  if (stats) {
+    stats->comm_s += clock.seconds();
+    stats->bytes_sent += static_cast<std::size_t>(counts[m_rank]) * elem_size;
+    stats->messages += 1;
+  }
+}
+
 void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
                                    StepStats* stats) const {
   chunked(data, count, elem_size, m_rank == root, stats,

@@ -39,6 +39,8 @@ MPI_Datatype mpi_datatype() {
     return MPI_UINT8_T;
   else if constexpr (std::is_same_v<T, std::uint32_t>)
     return MPI_UINT32_T;
+  else if constexpr (std::is_same_v<T, std::uint16_t>)
+    return MPI_UINT16_T;
   else
     static_assert(sizeof(T) == 0, "a2sgd: no MPI datatype for this type");
 }
@@ -75,6 +77,23 @@ class Communicator {
   template <class T>
   void allgather(const T* send, std::size_t count, T* recv, StepStats* stats = nullptr) const {
     allgather_bytes(send, count, sizeof(T), detail::mpi_datatype<T>(), recv, stats);
+  }
+
+  /// MPI_Alltoallv: to rank q go send_counts[q] values from send + send_displs[q], from rank q
+  /// come recv_counts[q] values into recv + recv_displs[q] (counts and displacements in values).
+  /// Bytes accounted: the values this rank sends.
+  template <class T>
+  void alltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv, const int* recv_counts,
+                 const int* recv_displs, StepStats* stats = nullptr) const {
+    alltoallv_bytes(send, send_counts, send_displs, recv, recv_counts, recv_displs, sizeof(T),
+                    detail::mpi_datatype<T>(), stats);
+  }
+
+  /// In-place MPI_Allgatherv: rank q's counts[q] values at data + displs[q] reach every rank.
+  /// Bytes accounted: this rank's counts[rank()] values.
+  template <class T>
+  void allgatherv(T* data, const int* counts, const int* displs, StepStats* stats = nullptr) const {
+    allgatherv_bytes(data, counts, displs, sizeof(T), detail::mpi_datatype<T>(), stats);
   }
 
   /// MPI_Bcast of `count` values from `root`.
@@ -118,6 +137,11 @@ class Communicator {
                        StepStats* stats) const;
   void broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
                        StepStats* stats) const;
+  void alltoallv_bytes(const void* send, const int* send_counts, const int* send_displs, void* recv,
+                       const int* recv_counts, const int* recv_displs, std::size_t elem_size, MPI_Datatype type,
+                       StepStats* stats) const;
+  void allgatherv_bytes(void* data, const int* counts, const int* displs, std::size_t elem_size, MPI_Datatype type,
+                        StepStats* stats) const;
   void release() noexcept;
 
   MPI_Comm m_comm = MPI_COMM_NULL;

@@ -48,7 +48,8 @@ double collective_seconds(CollectiveKind kind, std::uint64_t bytes, int p, const
 
 double step_comm_seconds(const std::vector<PlannedCollective>& step, int p, const Link& link, AllreduceModel model) {
   double t = 0.0;
-  for (const auto& c : step) t += collective_seconds(c.kind, c.bytes, p, link, model);
+  for (const auto& c : step)
+    t += collective_seconds(c.kind, c.bytes, p, link, c.algorithm == AllreduceModel::best ? model : c.algorithm);
   return t;
 }
 

@@ -12,17 +12,22 @@ namespace a2sgd {
 /// The collective a step performs.
 enum class CollectiveKind { allreduce, allgather };
 
-/// One collective of a step and the bytes this rank contributes to it.
-struct PlannedCollective {
-  CollectiveKind kind = CollectiveKind::allreduce;
-  std::uint64_t bytes = 0;
-};
-
 /// Which algorithm models an all-reduce.
 enum class AllreduceModel {
   ring,      ///< reduce-scatter + allgather around a ring: bandwidth-optimal, 2 (p - 1) latencies
   doubling,  ///< recursive doubling: log2 p latencies, the whole message every round
   best,      ///< the cheaper of the two for the message size, as MPI libraries switch algorithms
+};
+
+/// One collective of a step and the bytes this rank contributes to it. A method may perform one
+/// collective with several MPI calls (the 16-bit all-reduce: an all-to-all and an all-gather);
+/// `mpi_calls` says how many, and `algorithm` (when not `best`) the all-reduce algorithm that
+/// models them whatever algorithm the projection assumes for MPI's own all-reduce.
+struct PlannedCollective {
+  CollectiveKind kind = CollectiveKind::allreduce;
+  std::uint64_t bytes = 0;
+  int mpi_calls = 1;
+  AllreduceModel algorithm = AllreduceModel::best;
 };
 
 /// A link: per-message latency alpha (seconds) and bandwidth (bytes per second).

@@ -122,10 +122,10 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
       const auto upd_pos = static_cast<float>(m_pos);
       const auto upd_neg = static_cast<float>(m_neg);
       if (ef)
-        Kokkos::parallel_for("a2sgd::compress::a2sgd_apply", policy,
+        Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), policy,
                              A2sgdApply<Rule, true>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
       else
-        Kokkos::parallel_for("a2sgd::compress::a2sgd_apply", policy,
+        Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), policy,
                              A2sgdApply<Rule, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
     });
     exec().fence();

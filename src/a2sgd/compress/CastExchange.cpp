@@ -9,19 +9,6 @@ namespace {
 
 using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 
-// MPI reduction operators: add in float, round the sum back to 16 bits.
-void sum_fp16(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = to_fp16(from_fp16(a[i]) + from_fp16(b[i]));
-}
-
-void sum_bf16(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const std::uint16_t*>(in);
-  auto* b = static_cast<std::uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = to_bf16(from_bf16(a[i]) + from_bf16(b[i]));
-}
-
 }  // namespace
 
 CastExchange::CastExchange(const Communicator& comm, Index n, HalfFormat format, const CommonExchangeOptions& common,
@@ -30,57 +17,79 @@ CastExchange::CastExchange(const Communicator& comm, Index n, HalfFormat format,
       m_format(format),
       m_wire(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::compress::half_wire"),
              static_cast<std::size_t>(n)),
-      m_host_wire(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::compress::half_host"),
-                  host_accessible_memory ? 0 : static_cast<std::size_t>(n)),
       m_update("a2sgd::compress::half_update", static_cast<std::size_t>(n)) {
-  A2SGD_MPI_CHECK(MPI_Op_create(format == HalfFormat::fp16 ? sum_fp16 : sum_bf16, 1, &m_sum));
-}
-
-CastExchange::~CastExchange() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && m_sum != MPI_OP_NULL) MPI_Op_free(&m_sum);
+  const int p = comm.size(), me = comm.rank();
+  if (n / p + 1 > static_cast<Index>(INT_MAX))
+    throw InvalidArgument(name() + ": n / p = " + std::to_string(n / p) + " values per chunk exceed INT_MAX");
+  for (int q = 0; q < p; ++q) {
+    const Index begin = n / p * q + std::min<Index>(q, n % p);
+    m_counts.push_back(static_cast<int>(n / p + (q < n % p ? 1 : 0)));
+    m_displs.push_back(static_cast<int>(begin));
+  }
+  const int own = m_counts[me];
+  for (int q = 0; q < p; ++q) {
+    m_counts_out.push_back(q == me ? 0 : m_counts[q]);
+    m_recv_counts.push_back(q == me ? 0 : own);
+    m_recv_displs.push_back(q * own);
+  }
+  m_recv = Wire(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::compress::half_recv"),
+                static_cast<std::size_t>(own) * static_cast<std::size_t>(p));
+  if (!host_accessible_memory && !common.gpu_aware_mpi) {
+    m_host_wire = Kokkos::create_mirror_view(m_wire);
+    m_host_recv = Kokkos::create_mirror_view(m_recv);
+  }
 }
 
 void CastExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                            StepStats& stats) {
   Stopwatch clock;
   const auto wire = m_wire;
+  const auto recv = m_recv;
   const ConstFloatView g = grad;
   const bool fp16 = m_format == HalfFormat::fp16;
   Kokkos::parallel_for(
-      "a2sgd::compress::half_encode", Policy(exec(), 0, size()),
+      A2SGD_LABEL("a2sgd::compress::half_encode"), Policy(exec(), 0, size()),
       KOKKOS_LAMBDA(Index i) { wire(i) = fp16 ? to_fp16(g(i)) : to_bf16(g(i)); });
   exec().fence();
   stats.compress_s += clock.seconds();
 
-  // One all-reduce of n 16-bit values (chunked like every other collective), staged if needed.
+  // Reduce-scatter: the other ranks' copies of this rank's chunk, summed on the execution space.
   const double comm_before = stats.comm_s;
   clock.restart();
-  std::uint16_t* data = wire.data();
-  if constexpr (!host_accessible_memory) {
-    if (!common_options().gpu_aware_mpi) {
-      Kokkos::deep_copy(m_host_wire, wire);
-      data = m_host_wire.data();
-    }
+  const bool staged = m_host_wire.extent(0) > 0;
+  if (staged) {
+    Kokkos::deep_copy(exec(), m_host_wire, wire);
+    exec().fence();
   }
-  const auto count = static_cast<std::size_t>(size());
-  for (std::size_t done = 0; done < count;) {
-    const std::size_t len = std::min<std::size_t>(count - done, static_cast<std::size_t>(INT_MAX));
-    A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, static_cast<int>(len), MPI_UINT16_T, m_sum, comm().get()));
-    done += len;
-    stats.messages += 1;
+  comm().alltoallv(staged ? m_host_wire.data() : wire.data(), m_counts_out.data(), m_displs.data(),
+                   staged ? m_host_recv.data() : recv.data(), m_recv_counts.data(), m_recv_displs.data(), &stats);
+  if (staged) Kokkos::deep_copy(exec(), recv, m_host_recv);
+  const int p = comm().size(), me = comm().rank(), own = m_counts[me];
+  const Index begin = m_displs[me];
+  Kokkos::parallel_for(
+      A2SGD_LABEL("a2sgd::compress::half_sum"), Policy(exec(), 0, own), KOKKOS_LAMBDA(Index j) {
+        float sum = fp16 ? from_fp16(wire(begin + j)) : from_bf16(wire(begin + j));
+        for (int q = 0; q < p; ++q) {
+          if (q == me) continue;
+          const std::uint16_t h = recv(q * own + j);
+          sum += fp16 ? from_fp16(h) : from_bf16(h);
+        }
+        wire(begin + j) = fp16 ? to_fp16(sum) : to_bf16(sum);
+      });
+  // All-gather of the summed chunks, in place.
+  if (staged) {
+    const auto chunk = std::make_pair(static_cast<std::size_t>(begin), static_cast<std::size_t>(begin + own));
+    Kokkos::deep_copy(exec(), Kokkos::subview(m_host_wire, chunk), Kokkos::subview(wire, chunk));
   }
-  stats.bytes_sent += count * sizeof(std::uint16_t);
-  if constexpr (!host_accessible_memory) {
-    if (!common_options().gpu_aware_mpi) Kokkos::deep_copy(wire, m_host_wire);
-  }
+  exec().fence();
+  comm().allgatherv(staged ? m_host_wire.data() : wire.data(), m_counts.data(), m_displs.data(), &stats);
+  if (staged) Kokkos::deep_copy(exec(), wire, m_host_wire);
   stats.comm_s = comm_before + clock.seconds();
 
   clock.restart();
   const FloatView u = m_update;
   Kokkos::parallel_for(
-      "a2sgd::compress::half_decode", Policy(exec(), 0, size()),
+      A2SGD_LABEL("a2sgd::compress::half_decode"), Policy(exec(), 0, size()),
       KOKKOS_LAMBDA(Index i) { u(i) = fp16 ? from_fp16(wire(i)) : from_bf16(wire(i)); });
   exec().fence();
   stats.optimizer_s += clock.seconds();

@@ -34,8 +34,7 @@ class EfSignExchange final : public Exchange {
   FloatView m_update;
   Kokkos::View<std::uint32_t*, MemorySpace> m_words;  // this rank's payload
   Kokkos::View<std::uint32_t*, MemorySpace> m_all;    // every rank's payload
-  // Host copies for MPI, allocated once (the same views where the host can read MemorySpace).
-  Kokkos::View<std::uint32_t*, MemorySpace>::HostMirror m_host_words, m_host_all;
+  Kokkos::View<double, MemorySpace> m_l1;             // ||a||_1, on the device
 };
 
 }  // namespace a2sgd

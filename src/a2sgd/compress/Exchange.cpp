@@ -21,7 +21,7 @@ void check_extent(const FloatView& v, Index n, const char* what) {
 // A free function: nvcc rejects extended lambdas inside protected member functions.
 void scale_in_place(const ExecutionSpace& exec, const FloatView& d, float factor) {
   Kokkos::parallel_for(
-      "a2sgd::compress::scale",
+      A2SGD_LABEL("a2sgd::compress::scale"),
       Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(d.extent(0))),
       KOKKOS_LAMBDA(Index i) { d(i) *= factor; });
 }
@@ -30,7 +30,7 @@ void scale_in_place(const ExecutionSpace& exec, const FloatView& d, float factor
 
 Exchange::Exchange(const Communicator& comm, Index n, const ExecutionSpace& exec, const CommonExchangeOptions& common,
                    const std::string& signature)
-    : m_comm(&comm), m_size(n), m_exec(exec), m_common(common) {
+    : m_comm(&comm), m_size(n), m_exec(exec), m_common(common), m_non_finite("a2sgd::compress::non_finite") {
   comm.raise_if_any(n < 0, "exchange: negative parameter count " + std::to_string(n));
   comm.require_same(static_cast<std::uint64_t>(n), "the number of parameters n");
   comm.require_same(fnv1a(signature), "the exchange method and its options (this rank: " + signature + ")");
@@ -42,8 +42,8 @@ void Exchange::step(const FloatView& params, const FloatView& grad, Optimizer& o
   if (opt.size() != m_size)
     throw InvalidArgument("exchange: optimizer was built for " + std::to_string(opt.size()) +
                           " parameters, the exchange for n = " + std::to_string(m_size));
-  // The caller's backward kernels may still run on any instance: finish them outside our clocks.
-  Kokkos::fence();
+  // The caller's kernels on this instance may still run: finish them outside our clocks.
+  m_exec.fence();
   StepStats stats;
   do_step(params, grad, opt, lr, stats);
   m_stats.last_step = stats;
@@ -54,7 +54,7 @@ void Exchange::step(const FloatView& params, const FloatView& grad, Optimizer& o
 void Exchange::average_replicas(const FloatView& params, const FloatView& out) {
   check_extent(params, m_size, "parameter");
   check_extent(out, m_size, "output");
-  Kokkos::fence();
+  m_exec.fence();
   StepStats stats;
   if (out.data() != params.data()) Kokkos::deep_copy(m_exec, out, params);
   allreduce_sum(out, stats);
@@ -72,15 +72,11 @@ void Exchange::allreduce_sum(const FloatView& data, StepStats& stats) {
   }
   const double comm_before = stats.comm_s;
   Stopwatch clock;
-  if (m_host_staging.extent(0) < count)
-    m_host_staging = Kokkos::View<float*, Kokkos::HostSpace>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::mpi_staging"), count);
-  auto host = Kokkos::subview(m_host_staging, std::make_pair(std::size_t(0), count));
+  const auto host = staging<float>(m_host_send, count);
   Kokkos::deep_copy(m_exec, host, data);
   m_exec.fence();
   m_comm->allreduce(host.data(), count, MPI_SUM, &stats);
   Kokkos::deep_copy(m_exec, data, host);
-  m_exec.fence();
   stats.comm_s = comm_before + clock.seconds();  // the copies are part of communicating
 }
 

@@ -48,7 +48,11 @@ class Exchange {
 
   /// One training step (collective): exchanges this rank's gradient `grad` (n values; it may be
   /// used as scratch space and is left unspecified) and applies `opt` with learning rate `lr`
-  /// to `params`. Non-finite gradients raise NonFiniteError on every rank: A2SGD detects them
+  /// to `params`. Every kernel runs on exec(); the gradient must be complete there (work the
+  /// caller queued on other instances must be fenced by the caller). A step allocates nothing
+  /// after the first, and the host reads nothing from the device but the collectives' payloads
+  /// (when MPI cannot read device memory) and the scalars it must decide on (fenced points that
+  /// also stop the step's clocks). Non-finite gradients raise NonFiniteError on every rank: A2SGD detects them
   /// before anything is modified; a dense all-reduce detects them while applying the average,
   /// so the parameters are then non-finite too.
   void step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr);
@@ -78,6 +82,16 @@ class Exchange {
 
   /// In-place sum over ranks of a float buffer, staged through the host when MPI cannot read it.
   void allreduce_sum(const FloatView& data, StepStats& stats);
+  /// MPI_Allgather of `send` (the same length on every rank) into `recv` (size() times as long,
+  /// rank order), staged through host buffers kept between steps when MPI cannot read the memory
+  /// (not host accessible and not common_options().gpu_aware_mpi). Returns after `recv` has been
+  /// queued on exec().
+  template <class T>
+  void allgather(const Kokkos::View<T*, MemorySpace>& send, const Kokkos::View<T*, MemorySpace>& recv,
+                 StepStats& stats);
+  /// A counter on the device for the non-finite entries a method finds while compressing (the
+  /// error-feedback fold writes it; a kernel then poisons the payload, so the host never reads it).
+  const Kokkos::View<std::int64_t, MemorySpace>& non_finite_count() const noexcept { return m_non_finite; }
   /// Stand-alone optimizer pass params <- step(scale * grad), billed to optimizer_s; throws
   /// NonFiniteError when the (all-reduced, hence identical on all ranks) gradient is not finite.
   void apply_dense(const FloatView& params, const ConstFloatView& grad, Optimizer& opt, double lr, float scale,
@@ -93,7 +107,43 @@ class Exchange {
   ExecutionSpace m_exec;
   CommonExchangeOptions m_common;
   ExchangeStats m_stats;
-  Kokkos::View<float*, Kokkos::HostSpace> m_host_staging;
+  Kokkos::View<std::int64_t, MemorySpace> m_non_finite;
+  // Host copies of collective payloads, grown to the largest seen (the first step allocates them).
+  Kokkos::View<char*, Kokkos::HostSpace> m_host_send;
+  Kokkos::View<char*, Kokkos::HostSpace> m_host_recv;
+  template <class T>
+  Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> staging(
+      Kokkos::View<char*, Kokkos::HostSpace>& buffer, std::size_t count);
 };
+
+template <class T>
+Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> Exchange::staging(
+    Kokkos::View<char*, Kokkos::HostSpace>& buffer, std::size_t count) {
+  if (buffer.extent(0) < count * sizeof(T))
+    buffer = Kokkos::View<char*, Kokkos::HostSpace>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::mpi_staging"), count * sizeof(T));
+  return Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+      reinterpret_cast<T*>(buffer.data()), count);
+}
+
+template <class T>
+void Exchange::allgather(const Kokkos::View<T*, MemorySpace>& send, const Kokkos::View<T*, MemorySpace>& recv,
+                         StepStats& stats) {
+  const auto count = static_cast<std::size_t>(send.extent(0));
+  if (host_accessible_memory || m_common.gpu_aware_mpi) {
+    m_exec.fence();  // the payload's kernels are done
+    m_comm->allgather(send.data(), count, recv.data(), &stats);
+    return;
+  }
+  const double comm_before = stats.comm_s;
+  Stopwatch clock;
+  const auto host_send = staging<T>(m_host_send, count);
+  const auto host_recv = staging<T>(m_host_recv, recv.extent(0));
+  Kokkos::deep_copy(m_exec, host_send, send);
+  m_exec.fence();
+  m_comm->allgather(host_send.data(), count, host_recv.data(), &stats);
+  Kokkos::deep_copy(m_exec, recv, host_recv);
+  stats.comm_s = comm_before + clock.seconds();  // the copies are part of communicating
+}
 
 }  // namespace a2sgd

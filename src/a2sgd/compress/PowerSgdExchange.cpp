@@ -1,11 +1,10 @@
 #include <a2sgd/compress/PowerSgdExchange.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
 #include <a2sgd/compress/impl/Orthonormalise.hpp>
+#include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/Random.hpp>
 
-#include <KokkosBlas3_gemm.hpp>
-
-#include <limits>
+#include <a2sgd/core/impl/Gemm.hpp>
 
 namespace a2sgd {
 namespace {
@@ -115,22 +114,26 @@ void PowerSgdExchange::do_step(const FloatView& params, const FloatView& grad, O
   Stopwatch clock;
   const Index r = m_options.rank;
   const FloatView e = m_residual, u = m_update, pbuf = m_p;
-  const std::int64_t bad = compress::impl::fold_into_residual(exec(), grad, e);
+  const auto bad = non_finite_count();
+  compress::impl::fold_into_residual(exec(), grad, e, bad);
   for (const auto& b : m_blocks)
-    KokkosBlas::gemm("N", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
-                     matrix(m_p, b.p_offset, b.rows, r));
+    detail::gemm(exec(), "N", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
+                 matrix(m_p, b.p_offset, b.rows, r));
   for (const auto& d : m_dense) {
     const Index from = d.offset, to = d.p_offset;
     Kokkos::parallel_for(
-        "a2sgd::compress::powersgd_dense_pack", Policy(exec(), 0, d.size), KOKKOS_LAMBDA(Index i) {
+        A2SGD_LABEL("a2sgd::compress::powersgd_dense_pack"), Policy(exec(), 0, d.size), KOKKOS_LAMBDA(Index i) {
           pbuf(to + i) = e(from + i);
           e(from + i) = 0.0f;
         });
   }
   // A non-finite entry anywhere poisons the payload, so every rank's update is non-finite and
   // every rank stops in apply_dense.
-  if (bad > 0 && pbuf.extent(0) > 0)
-    Kokkos::deep_copy(Kokkos::subview(pbuf, 0), std::numeric_limits<float>::quiet_NaN());
+  if (pbuf.extent(0) > 0)
+    Kokkos::parallel_for(
+        A2SGD_LABEL("a2sgd::compress::powersgd_poison"), Policy(exec(), 0, 1), KOKKOS_LAMBDA(Index) {
+          if (bad() > 0) pbuf(0) = a2sgd::detail::quiet_nan();
+        });
   exec().fence();
   stats.compress_s += clock.seconds();
 
@@ -139,8 +142,8 @@ void PowerSgdExchange::do_step(const FloatView& params, const FloatView& grad, O
   clock.restart();
   compress::impl::orthonormalise_columns(exec(), m_p, m_p_columns);
   for (const auto& b : m_blocks) {
-    KokkosBlas::gemm("T", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_p, b.p_offset, b.rows, r), 0.0f,
-                     matrix(m_q, b.q_offset, b.cols, r));
+    detail::gemm(exec(), "T", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_p, b.p_offset, b.rows, r), 0.0f,
+                 matrix(m_q, b.q_offset, b.cols, r));
   }
   exec().fence();
   stats.compress_s += clock.seconds();
@@ -151,17 +154,17 @@ void PowerSgdExchange::do_step(const FloatView& params, const FloatView& grad, O
   const float inv_p = 1.0f / static_cast<float>(comm().size());
   scale(m_q, inv_p);
   for (const auto& b : m_blocks) {
-    KokkosBlas::gemm("N", "T", 1.0f, matrix(m_p, b.p_offset, b.rows, r), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
-                     matrix(u, b.offset, b.rows, b.cols));
+    detail::gemm(exec(), "N", "T", 1.0f, matrix(m_p, b.p_offset, b.rows, r), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
+                 matrix(u, b.offset, b.rows, b.cols));
     const Index from = b.offset;
     Kokkos::parallel_for(
-        "a2sgd::compress::powersgd_residual", Policy(exec(), 0, b.rows * b.cols),
+        A2SGD_LABEL("a2sgd::compress::powersgd_residual"), Policy(exec(), 0, b.rows * b.cols),
         KOKKOS_LAMBDA(Index i) { e(from + i) -= u(from + i); });
   }
   for (const auto& d : m_dense) {
     const Index from = d.p_offset, to = d.offset;
     Kokkos::parallel_for(
-        "a2sgd::compress::powersgd_dense_unpack", Policy(exec(), 0, d.size),
+        A2SGD_LABEL("a2sgd::compress::powersgd_dense_unpack"), Policy(exec(), 0, d.size),
         KOKKOS_LAMBDA(Index i) { u(to + i) = pbuf(from + i) * inv_p; });
   }
   exec().fence();

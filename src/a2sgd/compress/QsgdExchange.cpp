@@ -34,6 +34,24 @@ struct QsgdField {
   }
 };
 
+// The step's field rule from the squared norm on the device: v = ||g||, s / v (0 for a zero
+// gradient); a non-finite gradient makes v NaN (no level is computed, the NaN norm reaches every
+// rank, which then stops).
+struct QsgdNorm {
+  Kokkos::View<const double, MemorySpace> sum_sq;
+  QsgdField rule;  // to_level filled in by field()
+  KOKKOS_INLINE_FUNCTION bool finite() const { return sum_sq() - sum_sq() == 0.0; }
+  KOKKOS_INLINE_FUNCTION float norm() const {
+    return finite() ? static_cast<float>(a2sgd::detail::sqrt(sum_sq())) : a2sgd::detail::quiet_nan();
+  }
+  KOKKOS_INLINE_FUNCTION QsgdField field() const {
+    QsgdField f = rule;
+    const float v = norm();
+    f.to_level = finite() && v > 0.0f ? static_cast<float>(rule.top) / v : 0.0f;
+    return f;
+  }
+};
+
 // Host: the 32 fields of a group in one SIMD loop (compiled per ISA), then packed.
 A2SGD_HOST_CLONES void qsgd_fields(const float* g, Index begin, int count, QsgdField field, std::uint32_t* out) {
 #ifdef A2SGD_OMP_SIMD
@@ -57,33 +75,65 @@ A2SGD_HOST_CLONES void qsgd_accumulate(const std::uint32_t* fields, int count, f
   for (int j = 0; j < count; ++j) sum[j] += decode_field(fields[j], v, bits);
 }
 
+// out(0) = v, then the fields in groups of 32 (impl/BitPack.hpp).
 template <class Exec>
-void pack(const Exec& exec, const Words& out, const ConstFloatView& g, const QsgdField& field, Index n) {
+void pack(const Exec& exec, const Words& out, const ConstFloatView& g, const QsgdNorm& rule, Index n) {
   const Index groups = compress::impl::packed_groups(n);
-  const int bits = field.bits;
+  const int bits = rule.rule.bits;
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
-    Kokkos::parallel_for("a2sgd::compress::qsgd_pack", Policy(exec, 0, groups), [=](Index grp) {
-      std::uint32_t fields[32];
+    Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::qsgd_pack"), Policy(exec, 0, groups), [=](Index grp) {
+      if (grp == 0) out(0) = detail::float_bits(rule.norm());
+      std::uint32_t fields[32] = {};
       const Index begin = grp * 32;
       const int count = compress::impl::group_size(grp, n);
-      qsgd_fields(g.data() + begin, begin, count, field, fields);
+      if (rule.finite()) qsgd_fields(g.data() + begin, begin, count, rule.field(), fields);
       compress::impl::pack_group(out, 1, grp, n, bits, [&](Index i) { return fields[i - begin]; });
     });
   } else {
+    // A vector of 32 lanes per group: lane j reads entry 32 grp + j (coalesced); each of the
+    // group's `bits` words is the OR of the (at most 32 / bits + 1) fields that overlap it.
+    using Team = Kokkos::TeamPolicy<Exec>;
+    constexpr int groups_per_team = 8;
     Kokkos::parallel_for(
-        "a2sgd::compress::qsgd_pack", Policy(exec, 0, groups), KOKKOS_LAMBDA(Index grp) {
-          compress::impl::pack_group(out, 1, grp, n, bits, [&](Index i) { return field(g(i), i); });
+        A2SGD_LABEL("a2sgd::compress::qsgd_pack"),
+        Team(exec, static_cast<int>((groups + groups_per_team - 1) / groups_per_team), groups_per_team, 32),
+        KOKKOS_LAMBDA(const typename Team::member_type& team) {
+          const bool finite = rule.finite();
+          const QsgdField field = rule.field();
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, groups_per_team), [&](int t) {
+            const Index grp = static_cast<Index>(team.league_rank()) * groups_per_team + t;
+            if (grp >= groups) return;
+            const int count = compress::impl::group_size(grp, n);
+            const int used = (count * bits + 31) / 32;  // words of this group
+            for (int w = 0; w < used; ++w) {
+              std::uint32_t word = 0;
+              Kokkos::parallel_reduce(
+                  Kokkos::ThreadVectorRange(team, count),
+                  [&](int j, std::uint32_t& acc) {
+                    const int offset = j * bits - 32 * w;  // the field's first bit relative to word w
+                    if (finite && offset < 32 && offset + bits > 0) {
+                      const std::uint32_t f = field(g(grp * 32 + j), grp * 32 + j);
+                      acc |= offset >= 0 ? f << offset : f >> -offset;
+                    }
+                  },
+                  Kokkos::BOr<std::uint32_t>(word));
+              Kokkos::single(Kokkos::PerThread(team), [&]() { out(1 + grp * bits + w) = word; });
+            }
+            if (grp == 0) Kokkos::single(Kokkos::PerThread(team), [&]() { out(0) = detail::float_bits(rule.norm()); });
+          });
         });
   }
 }
 
-// u = (1/p) sum_r sign v_r l / s over every rank's payload (`stride` words each).
+// u = (1/p) sum_r sign v_r l / s over every rank's payload (`stride` words each). Host: one work
+// item per group of 32 fields. Device: one thread per entry, reading the one or two words its
+// field lies in (neighbouring threads read neighbouring words).
 template <class Exec>
 void decode(const Exec& exec, const Words& all, const FloatView& u, Index n, int bits, int p, Index stride,
             float unit) {
   const Index groups = compress::impl::packed_groups(n);
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
-    Kokkos::parallel_for("a2sgd::compress::qsgd_decode", Policy(exec, 0, groups), [=](Index grp) {
+    Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::qsgd_decode"), Policy(exec, 0, groups), [=](Index grp) {
       float sum[32] = {};
       std::uint32_t fields[32];
       const int count = compress::impl::group_size(grp, n);
@@ -94,15 +144,20 @@ void decode(const Exec& exec, const Words& all, const FloatView& u, Index n, int
       compress::impl::store_group(u, grp, n, sum, unit);
     });
   } else {
+    const std::uint64_t mask = compress::impl::field_mask(bits);
     Kokkos::parallel_for(
-        "a2sgd::compress::qsgd_decode", Policy(exec, 0, groups), KOKKOS_LAMBDA(Index grp) {
-          float sum[32] = {};
+        A2SGD_LABEL("a2sgd::compress::qsgd_decode"), Policy(exec, 0, n), KOKKOS_LAMBDA(Index i) {
+          const Index grp = i / 32;
+          const int bit = static_cast<int>(i % 32) * bits;  // within the group's words
+          float sum = 0.0f;
           for (int r = 0; r < p; ++r) {
-            const float v = detail::bits_float(all(r * stride));
-            compress::impl::unpack_group(all, r * stride + 1, grp, n, bits,
-                                         [&](int j, std::uint32_t f) { sum[j] += decode_field(f, v, bits); });
+            const Index w = r * stride + 1 + grp * bits + bit / 32;
+            std::uint64_t acc = all(w);
+            if ((bit % 32) + bits > 32) acc |= static_cast<std::uint64_t>(all(w + 1)) << 32;
+            const auto f = static_cast<std::uint32_t>((acc >> (bit % 32)) & mask);
+            sum += decode_field(f, detail::bits_float(all(r * stride)), bits);
           }
-          compress::impl::store_group(u, grp, n, sum, unit);
+          u(i) = sum * unit;
         });
   }
 }
@@ -125,10 +180,8 @@ QsgdExchange::QsgdExchange(const Communicator& comm, Index n, const QsgdOptions&
       m_bits(bits_for_levels(options.levels)),
       m_update("a2sgd::compress::qsgd_update", static_cast<std::size_t>(n)),
       m_words("a2sgd::compress::qsgd_words", static_cast<std::size_t>(payload_words())),
-      m_all("a2sgd::compress::qsgd_all", static_cast<std::size_t>(payload_words() * comm.size())) {
-  m_host_words = Kokkos::create_mirror_view(m_words);
-  m_host_all = Kokkos::create_mirror_view(m_all);
-}
+      m_all("a2sgd::compress::qsgd_all", static_cast<std::size_t>(payload_words() * comm.size())),
+      m_sum_sq("a2sgd::compress::qsgd_sum_sq") {}
 
 Index QsgdExchange::payload_words() const noexcept {
   return 1 + compress::impl::packed_words(size(), m_bits);
@@ -144,33 +197,22 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
                            StepStats& stats) {
   Stopwatch clock;
   const Index n = size();
-  const int bits = m_bits;
   const ConstFloatView g = grad;
-  const double sum_sq = compress::impl::sum_reduce(
-      exec(), "a2sgd::compress::qsgd_norm", n,
-      KOKKOS_LAMBDA(Index i) { return static_cast<double>(g(i)) * static_cast<double>(g(i)); });
-  // A non-finite gradient gives a non-finite norm; sending NaN as the norm stops every rank.
-  const bool finite = std::isfinite(sum_sq);
-  const float norm = finite ? static_cast<float>(std::sqrt(sum_sq)) : std::numeric_limits<float>::quiet_NaN();
-  const float s = static_cast<float>(m_options.levels);
-  const float to_level = finite && norm > 0.0f ? s / norm : 0.0f;
+  compress::impl::sum_reduce(
+      exec(), A2SGD_LABEL("a2sgd::compress::qsgd_norm"), n,
+      KOKKOS_LAMBDA(Index i) { return static_cast<double>(g(i)) * static_cast<double>(g(i)); }, m_sum_sq);
   const std::uint64_t key =
       derive_seed(derive_seed(m_options.seed, steps()), static_cast<std::uint64_t>(comm().rank()));
-  const QsgdField field{to_level, static_cast<std::uint32_t>(m_options.levels), bits, key};
-  if (finite)
-    pack(exec(), m_words, g, field, n);
-  else
-    Kokkos::deep_copy(exec(), m_words, 0u);  // NaN/Inf entries have no level; the NaN norm speaks
-  Kokkos::deep_copy(exec(), Kokkos::subview(m_words, 0), detail::float_bits(norm));
+  const QsgdField field{0.0f, static_cast<std::uint32_t>(m_options.levels), m_bits, key};
+  pack(exec(), m_words, g, QsgdNorm{m_sum_sq, field}, n);
   exec().fence();
-  Kokkos::deep_copy(m_host_words, m_words);
   stats.compress_s += clock.seconds();
 
-  comm().allgather(m_host_words.data(), m_host_words.extent(0), m_host_all.data(), &stats);
+  allgather(m_words, m_all, stats);
 
   clock.restart();
-  Kokkos::deep_copy(m_all, m_host_all);
-  decode(exec(), m_all, m_update, n, bits, comm().size(), payload_words(),
+  const float s = static_cast<float>(m_options.levels);
+  decode(exec(), m_all, m_update, n, m_bits, comm().size(), payload_words(),
          1.0f / (s * static_cast<float>(comm().size())));
   exec().fence();
   stats.optimizer_s += clock.seconds();

@@ -48,8 +48,7 @@ class QsgdExchange final : public Exchange {
   FloatView m_update;
   Kokkos::View<std::uint32_t*, MemorySpace> m_words;  // this rank's payload
   Kokkos::View<std::uint32_t*, MemorySpace> m_all;    // every rank's payload
-  // Host copies for MPI, allocated once (the same views where the host can read MemorySpace).
-  Kokkos::View<std::uint32_t*, MemorySpace>::HostMirror m_host_words, m_host_all;
+  Kokkos::View<double, MemorySpace> m_sum_sq;         // ||g||^2, on the device
 };
 
 }  // namespace a2sgd

@@ -13,7 +13,9 @@ struct RandomkOptions {
   std::uint64_t seed = 0;
 };
 
-/// a = g + e; all ranks draw the same k distinct indices from (seed, step), so no index is sent;
+/// a = g + e; all ranks draw the same k distinct indices from (seed, step), so no index is sent
+/// (the first k values of a keyed pseudo-random permutation of [0, n), impl/IndexPermutation.hpp,
+/// computed in the kernel that gathers the values);
 /// one all-reduce of the k values a[idx] (4k bytes per rank); u[idx] = sum / p, zero
 /// elsewhere; e = a minus what was sent (e[idx] = 0).
 class RandomkExchange final : public Exchange {
@@ -46,7 +48,6 @@ class RandomkExchange final : public Exchange {
   // Per-step buffers of k entries, allocated once.
   Kokkos::View<Index*, MemorySpace> m_indices;
   FloatView m_values;
-  FloatView::HostMirror m_host_values;
 };
 
 }  // namespace a2sgd

@@ -3,6 +3,7 @@
 /// Top-K sparsification with error feedback (docs/algorithm.md, "Baselines").
 
 #include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/impl/TopkSelect.hpp>
 
 namespace a2sgd {
 
@@ -15,11 +16,11 @@ struct TopkOptions {
 /// (index, value) pairs by one allgather (8 bytes per pair: uint32 index, float32 value), and
 /// applies u = (sum of all ranks' sparse vectors) / p; e = a minus what was sent.
 ///
-/// Selection does not sort the gradient: a strided sample of |a| gives a threshold expected to
-/// admit about 2k entries, one pass counts the entries above it (the threshold is lowered or
-/// raised and counted again in the rare case the count falls outside [k, 8k]), one scan pass
-/// compacts them, and an exact selection of k among those candidates finishes on the host.
-/// Cost: three passes over n plus O(k log k) on the candidates. n must be below 2^32.
+/// Selection does not sort the gradient and never leaves the execution space: a radix select on
+/// the magnitudes' bit patterns (impl/TopkSelect.hpp) finds the exact k-th largest magnitude in
+/// three histogram passes, the first fused with the error-feedback fold, and one scan pass writes
+/// the k (index, value) pairs in ascending index order. Cost: four passes over n, a fixed number
+/// of kernels, no allocation and no host transfer but the all-gather's. n must be below 2^32.
 class TopkExchange final : public Exchange {
  public:
   TopkExchange(const Communicator& comm, Index n, const TopkOptions& options = {},
@@ -34,8 +35,8 @@ class TopkExchange final : public Exchange {
 
   Index k() const noexcept { return m_k; }
   const FloatView& residual() const noexcept { return m_residual; }
-  /// This rank's indices selected in the last step (ascending).
-  const std::vector<std::uint32_t>& last_selection() const noexcept { return m_selected; }
+  /// This rank's indices selected in the last step (ascending), copied to the host.
+  std::vector<std::uint32_t> last_selection() const;
 
   /// The selection on its own: indices of the k largest |a| (ties: lower index first), ascending.
   static std::vector<std::uint32_t> select(const ExecutionSpace& exec, const ConstFloatView& a, Index k);
@@ -49,13 +50,10 @@ class TopkExchange final : public Exchange {
   Index m_k;
   FloatView m_residual;  // holds a = g + e during a step
   FloatView m_update;    // dense u, zero outside the entries touched by the last step
-  std::vector<std::uint32_t> m_selected;
+  compress::impl::TopkSelector m_selector;
   // Per-step buffers of fixed size (k, k p), allocated once.
-  Kokkos::View<std::uint32_t*, MemorySpace> m_selected_device;
-  Kokkos::View<std::uint64_t*, MemorySpace> m_payload;
-  Kokkos::View<std::uint64_t*, MemorySpace>::HostMirror m_host_payload;
-  Kokkos::View<std::uint64_t*, MemorySpace> m_gathered;
-  Kokkos::View<std::uint64_t*, MemorySpace>::HostMirror m_host_gathered;
+  Kokkos::View<std::uint64_t*, MemorySpace> m_payload;   // (index << 32) | value bits
+  Kokkos::View<std::uint64_t*, MemorySpace> m_gathered;  // every rank's payload
 };
 
 }  // namespace a2sgd

@@ -116,14 +116,15 @@ TwoMeansResult run(const ExecutionSpace& exec, const ConstFloatView& g, const Co
   constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
   if constexpr (host_backend) {
     using Blocked = TwoMeansBlocked<ErrorFeedback>;
-    Kokkos::parallel_reduce("a2sgd::compress::two_means", Policy(exec, 0, (n + Blocked::block - 1) / Blocked::block),
-                            Blocked{g, e, n}, r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
+    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::two_means"),
+                            Policy(exec, 0, (n + Blocked::block - 1) / Blocked::block), Blocked{g, e, n}, r.sum_pos,
+                            r.sum_neg, r.count_pos, r.count_neg);
   } else {
-    Kokkos::parallel_reduce("a2sgd::compress::two_means", Policy(exec, 0, n), TwoMeansElementwise<ErrorFeedback>{g, e},
-                            r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
+    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::two_means"), Policy(exec, 0, n),
+                            TwoMeansElementwise<ErrorFeedback>{g, e}, r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
   }
   if (!std::isfinite(r.sum_pos) || !std::isfinite(r.sum_neg)) {
-    Kokkos::parallel_reduce("a2sgd::compress::count_non_finite", Policy(exec, 0, n),
+    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::count_non_finite"), Policy(exec, 0, n),
                             CountNonFinite<ErrorFeedback>{g, e}, r.non_finite);
   }
   return r;

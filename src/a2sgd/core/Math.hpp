@@ -4,6 +4,8 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
+
 namespace a2sgd::detail {
 
 KOKKOS_INLINE_FUNCTION float sqrt(float x) {
@@ -36,6 +38,15 @@ KOKKOS_INLINE_FUNCTION double log(double x) {
 #else
   return Kokkos::Experimental::log(x);
 #endif
+}
+
+/// A quiet NaN, in kernels too (no numeric_limits on every device).
+KOKKOS_INLINE_FUNCTION float quiet_nan() {
+  union {
+    std::uint32_t u;
+    float f;
+  } v{0x7fc00000u};
+  return v.f;
 }
 
 /// |x|; NaN stays NaN.

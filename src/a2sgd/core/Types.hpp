@@ -8,6 +8,15 @@
 #include <cstdint>
 #include <string>
 
+/// A kernel label as a std::string built once per call site. Kokkos takes labels as
+/// `const std::string&`, so a literal longer than the small-string buffer would cost a heap
+/// allocation at every launch; steady-state steps allocate nothing (tests/test_allocations.cpp).
+#define A2SGD_LABEL(text)                        \
+  ([]() -> const std::string& {                  \
+    static const std::string a2sgd_label_(text); \
+    return a2sgd_label_;                         \
+  }())
+
 namespace a2sgd {
 
 /// Execution space of all a2sgd kernels (the Kokkos default: CUDA/HIP/OpenMP/Serial).

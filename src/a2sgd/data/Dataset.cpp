@@ -13,12 +13,18 @@ void gather_batch(const ExecutionSpace& exec, const Dataset& data, const IndexVi
   const Matrix images = data.images;
   const LabelView src_labels = data.labels;
   const Index features = data.features();
+  // One team per row, its threads over the features: consecutive threads copy consecutive
+  // values (coalesced on a GPU); host teams are one thread copying a contiguous row.
+  using Team = Kokkos::TeamPolicy<ExecutionSpace>;
+  constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
+  if (batch == 0) return;
   Kokkos::parallel_for(
-      "a2sgd::data::gather_batch", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, batch),
-      KOKKOS_LAMBDA(Index b) {
+      A2SGD_LABEL("a2sgd::data::gather_batch"), Team(exec, static_cast<int>(batch), host_backend ? 1 : 128),
+      KOKKOS_LAMBDA(const Team::member_type& team) {
+        const Index b = team.league_rank();
         const Index s = order(offset + b);
-        for (Index j = 0; j < features; ++j) x(b, j) = images(s, j);
-        labels(b) = src_labels(s);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, features), [&](Index j) { x(b, j) = images(s, j); });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { labels(b) = src_labels(s); });
       });
 }
 
@@ -28,7 +34,8 @@ void normalize(DatasetPair& pair) {
   if (count == 0) throw InvalidArgument("normalize: empty training set");
   double sum = 0.0, sum_sq = 0.0;
   Kokkos::parallel_reduce(
-      "a2sgd::data::moments", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, pair.train.size()),
+      A2SGD_LABEL("a2sgd::data::moments"),
+      Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, pair.train.size()),
       KOKKOS_LAMBDA(Index i, double& s, double& s2) {
         for (Index j = 0; j < static_cast<Index>(train.extent(1)); ++j) {
           const double v = train(i, j);
@@ -43,7 +50,7 @@ void normalize(DatasetPair& pair) {
   const auto inv_std = static_cast<float>(var > 1e-24 ? 1.0 / std::sqrt(var) : 1.0);
   for (Matrix m : {pair.train.images, pair.test.images}) {
     Kokkos::parallel_for(
-        "a2sgd::data::normalize",
+        A2SGD_LABEL("a2sgd::data::normalize"),
         Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, static_cast<Index>(m.size())),
         KOKKOS_LAMBDA(Index i) { m.data()[i] = (m.data()[i] - shift) * inv_std; });
   }

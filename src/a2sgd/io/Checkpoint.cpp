@@ -511,14 +511,14 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
         load(name, r, false, row, independent.get());
         const FloatView o = out, x = row;
         Kokkos::parallel_for(
-            "a2sgd::io::accumulate", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, len),
+            A2SGD_LABEL("a2sgd::io::accumulate"), Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, len),
             KOKKOS_LAMBDA(Index i) { o(i) += x(i); });
       }
       Kokkos::fence();
       allreduce_view(comm, out);
       const FloatView o = out;
       Kokkos::parallel_for(
-          "a2sgd::io::scale", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, len),
+          A2SGD_LABEL("a2sgd::io::scale"), Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(0, len),
           KOKKOS_LAMBDA(Index i) { o(i) *= factor; });
       Kokkos::fence();
     };

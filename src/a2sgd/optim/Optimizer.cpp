@@ -73,7 +73,7 @@ std::int64_t Optimizer::apply(const ExecutionSpace& exec, const FloatView& param
   std::int64_t non_finite = 0;
   visit_step(params, lr, [&](const auto& rule) {
     using Rule = std::decay_t<decltype(rule)>;
-    Kokkos::parallel_reduce("a2sgd::optim::apply",
+    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::optim::apply"),
                             Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, m_size),
                             optim::impl::ApplyScaled<Rule>{grad, scale, rule}, non_finite);
   });

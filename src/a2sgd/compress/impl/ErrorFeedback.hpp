@@ -9,11 +9,11 @@
 namespace a2sgd::compress::impl {
 
 /// e <- g + e (the residual then holds a, the error-compensated gradient), in one pass that also
-/// counts the non-finite entries of a.
-inline std::int64_t fold_into_residual(const ExecutionSpace& exec, const ConstFloatView& g, const FloatView& e) {
-  std::int64_t bad = 0;
+/// counts the non-finite entries of a into `bad` (on the device: the host does not wait for it).
+inline void fold_into_residual(const ExecutionSpace& exec, const ConstFloatView& g, const FloatView& e,
+                               const Kokkos::View<std::int64_t, MemorySpace>& bad) {
   Kokkos::parallel_reduce(
-      "a2sgd::compress::fold_residual",
+      A2SGD_LABEL("a2sgd::compress::fold_residual"),
       Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(e.extent(0))),
       KOKKOS_LAMBDA(Index i, std::int64_t & b) {
         const float a = g(i) + e(i);
@@ -21,7 +21,6 @@ inline std::int64_t fold_into_residual(const ExecutionSpace& exec, const ConstFl
         b += a2sgd::detail::non_finite(a);
       },
       bad);
-  return bad;
 }
 
 }  // namespace a2sgd::compress::impl

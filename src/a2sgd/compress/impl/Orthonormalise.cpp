@@ -13,7 +13,8 @@ void orthonormalise_columns(const ExecutionSpace& exec, const FloatView& data, c
   const int r = blocks.r;
   const FloatView p = data;
   Kokkos::parallel_for(
-      "a2sgd::compress::powersgd_orthonormalise", Team(exec, league, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {
+      A2SGD_LABEL("a2sgd::compress::powersgd_orthonormalise"), Team(exec, league, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& team) {
         const Index base = offsets(team.league_rank());
         const Index rows = block_rows(team.league_rank());
         const auto range = Kokkos::TeamThreadRange(team, rows);

@@ -7,12 +7,16 @@
 
 #include <a2sgd/core/Types.hpp>
 
+#include <string>
+
 namespace a2sgd::compress::impl {
 
+/// sum_{i < n} term(i) in double into `total` (a View on the execution space's memory: the host
+/// does not wait for it on a device backend).
 template <class Term>
-double sum_reduce(const ExecutionSpace& exec, const char* label, Index n, const Term& term) {
+void sum_reduce(const ExecutionSpace& exec, const std::string& label, Index n, const Term& term,
+                const Kokkos::View<double, MemorySpace>& total) {
   using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
-  double total = 0.0;
   constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
   if constexpr (host_backend) {
     constexpr Index block = 4096;
@@ -40,7 +44,6 @@ double sum_reduce(const ExecutionSpace& exec, const char* label, Index n, const 
     Kokkos::parallel_reduce(
         label, Policy(exec, 0, n), KOKKOS_LAMBDA(Index i, double& s) { s += static_cast<double>(term(i)); }, total);
   }
-  return total;
 }
 
 }  // namespace a2sgd::compress::impl
