@@ -340,7 +340,8 @@ TEST_CASE("orthonormalised P blocks: |P^T P - I| within (r + 1) u, same column s
       compress::impl::orthonormalise_columns(ExecutionSpace(), data, blocks);
       const auto out = to_host(data);
       for (Index i = rows0 * r; i < off1; ++i) CHECK(out[i] == 7.0f);
-      for (auto [off, rows] : {std::pair<Index, Index>{0, rows0}, {off1, rows1}}) {
+      for (const auto& block : {std::pair<Index, Index>{0, rows0}, {off1, rows1}}) {
+        const Index off = block.first, rows = block.second;
         auto at = [&](const std::vector<float>& v, Index i, int c) { return double(v[off + i * r + c]); };
         double worst = 0.0, worst_space = 0.0;
         for (int j = 0; j < r; ++j) {

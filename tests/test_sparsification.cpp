@@ -58,18 +58,26 @@ int sgd_step_mismatches(const std::vector<float>& sent, std::vector<Rounded>& x_
 
 TEST_CASE("Top-K selection keeps exactly the k largest magnitudes, ties to the lower index", "[topk]") {
   const ExecutionSpace exec;
-  for (std::size_t n : {1u, 5u, 1000u, 100003u}) {
-    auto a = random_values(n, n);
-    // Ties across the selection boundary: many copies of one magnitude, both signs.
-    for (std::size_t i = 0; i < n; i += 7) a[i] = (i % 2 ? 1.25f : -1.25f);
-    for (std::size_t k : {std::size_t(1), std::max<std::size_t>(1, n / 1000), std::max<std::size_t>(1, n / 10), n}) {
-      INFO("n = " << n << ", k = " << k);
-      CHECK(TopkExchange::select(exec, to_device(a), static_cast<Index>(k)) == reference_topk(a, k));
+  using Algorithm = compress::impl::TopkSelector::Algorithm;
+  // Both algorithms run here, whatever the backend's default (the radix select is the device
+  // default; testing it on the host keeps its logic under test where no GPU is).
+  for (Algorithm algorithm : {Algorithm::radix, Algorithm::sampled}) {
+    INFO((algorithm == Algorithm::radix ? "radix" : "sampled"));
+    for (std::size_t n : {1u, 5u, 1000u, 100003u}) {
+      auto a = random_values(n, n);
+      // Ties across the selection boundary: many copies of one magnitude, both signs.
+      for (std::size_t i = 0; i < n; i += 7) a[i] = (i % 2 ? 1.25f : -1.25f);
+      for (std::size_t k : {std::size_t(1), std::max<std::size_t>(1, n / 1000), std::max<std::size_t>(1, n / 10), n}) {
+        INFO("n = " << n << ", k = " << k);
+        CHECK(TopkExchange::select(exec, to_device(a), static_cast<Index>(k), algorithm) == reference_topk(a, k));
+      }
     }
+    // All equal: the lowest indices win; subnormal, zero and huge magnitudes order by value.
+    const std::vector<float> flat(50, 2.0f);
+    CHECK(TopkExchange::select(exec, to_device(flat), 3, algorithm) == std::vector<std::uint32_t>{0, 1, 2});
+    const std::vector<float> spread = {0.0f, -1e-40f, 3e38f, 1e-40f, -0.0f, 1.0f, -3e38f, 2e-45f};
+    CHECK(TopkExchange::select(exec, to_device(spread), 5, algorithm) == reference_topk(spread, 5));
   }
-  // All equal: the lowest indices win.
-  const std::vector<float> flat(50, 2.0f);
-  CHECK(TopkExchange::select(exec, to_device(flat), 3) == std::vector<std::uint32_t>{0, 1, 2});
 }
 
 TEST_CASE("Top-K step: update is the mean of all ranks' sparse vectors; error feedback conserves a", "[topk]") {

@@ -66,16 +66,19 @@ void CastExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   if (staged) Kokkos::deep_copy(exec(), recv, m_host_recv);
   const int p = comm().size(), me = comm().rank(), own = m_counts[me];
   const Index begin = m_displs[me];
-  Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::compress::half_sum"), Policy(exec(), 0, own), KOKKOS_LAMBDA(Index j) {
-        float sum = fp16 ? from_fp16(wire(begin + j)) : from_bf16(wire(begin + j));
-        for (int q = 0; q < p; ++q) {
-          if (q == me) continue;
-          const std::uint16_t h = recv(q * own + j);
-          sum += fp16 ? from_fp16(h) : from_bf16(h);
-        }
-        wire(begin + j) = fp16 ? to_fp16(sum) : to_bf16(sum);
-      });
+  // With one rank the chunk is the whole sum already (and a 16-bit value survives the round trip
+  // through float exactly): no kernel.
+  if (p > 1)
+    Kokkos::parallel_for(
+        A2SGD_LABEL("a2sgd::compress::half_sum"), Policy(exec(), 0, own), KOKKOS_LAMBDA(Index j) {
+          float sum = fp16 ? from_fp16(wire(begin + j)) : from_bf16(wire(begin + j));
+          for (int q = 0; q < p; ++q) {
+            if (q == me) continue;
+            const std::uint16_t h = recv(q * own + j);
+            sum += fp16 ? from_fp16(h) : from_bf16(h);
+          }
+          wire(begin + j) = fp16 ? to_fp16(sum) : to_bf16(sum);
+        });
   // All-gather of the summed chunks, in place.
   if (staged) {
     const auto chunk = std::make_pair(static_cast<std::size_t>(begin), static_cast<std::size_t>(begin + own));

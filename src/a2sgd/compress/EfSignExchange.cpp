@@ -2,7 +2,7 @@
 #include <a2sgd/compress/impl/BitPack.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
 #include <a2sgd/compress/impl/HostClones.hpp>
-#include <a2sgd/compress/impl/SumReduce.hpp>
+#include <a2sgd/compress/impl/Norms.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 
 #include <limits>
@@ -56,9 +56,10 @@ template <class Exec>
 void pack(const Exec& exec, const Words& out, const FloatView& e, Index n, const Scale& scale) {
   const Index words = (n + 31) / 32;
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
+    exec.fence();  // host backends: the scale is read once, for free
+    const float s = scale();
+    out(0) = detail::float_bits(s);
     Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::efsign_pack"), Policy(exec, 0, words), [=](Index w) {
-      const float s = scale();
-      if (w == 0) out(0) = detail::float_bits(s);
       out(w + 1) = efsign_pack_word(e.data() + w * 32, compress::impl::group_size(w, n), s);
     });
   } else {
@@ -132,9 +133,7 @@ void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Opt
   const Index n = size();
   const FloatView e = m_residual;
   compress::impl::fold_into_residual(exec(), grad, e, non_finite_count());
-  compress::impl::sum_reduce(
-      exec(), A2SGD_LABEL("a2sgd::compress::efsign_norm"), n,
-      KOKKOS_LAMBDA(Index i) { return static_cast<double>(a2sgd::detail::abs(e(i))); }, m_l1);
+  compress::impl::l1_norm(exec(), e, m_l1);
   // Pack the scale and the signs (bit set: negative) and take s sign(a) out of the residual.
   pack(exec(), m_words, e, n, Scale{m_l1, non_finite_count(), n});
   exec().fence();

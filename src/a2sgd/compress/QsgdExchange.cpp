@@ -1,7 +1,7 @@
 #include <a2sgd/compress/QsgdExchange.hpp>
 #include <a2sgd/compress/impl/BitPack.hpp>
 #include <a2sgd/compress/impl/HostClones.hpp>
-#include <a2sgd/compress/impl/SumReduce.hpp>
+#include <a2sgd/compress/impl/Norms.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/Random.hpp>
@@ -81,12 +81,18 @@ void pack(const Exec& exec, const Words& out, const ConstFloatView& g, const Qsg
   const Index groups = compress::impl::packed_groups(n);
   const int bits = rule.rule.bits;
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
+    exec.fence();  // host backends: the norm is read once, for free
+    const bool finite = rule.finite();
+    const QsgdField field = rule.field();
+    out(0) = detail::float_bits(rule.norm());
     Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::qsgd_pack"), Policy(exec, 0, groups), [=](Index grp) {
-      if (grp == 0) out(0) = detail::float_bits(rule.norm());
-      std::uint32_t fields[32] = {};
+      std::uint32_t fields[32];
       const Index begin = grp * 32;
       const int count = compress::impl::group_size(grp, n);
-      if (rule.finite()) qsgd_fields(g.data() + begin, begin, count, rule.field(), fields);
+      if (finite)
+        qsgd_fields(g.data() + begin, begin, count, field, fields);
+      else
+        for (int j = 0; j < count; ++j) fields[j] = 0;
       compress::impl::pack_group(out, 1, grp, n, bits, [&](Index i) { return fields[i - begin]; });
     });
   } else {
@@ -198,9 +204,7 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   Stopwatch clock;
   const Index n = size();
   const ConstFloatView g = grad;
-  compress::impl::sum_reduce(
-      exec(), A2SGD_LABEL("a2sgd::compress::qsgd_norm"), n,
-      KOKKOS_LAMBDA(Index i) { return static_cast<double>(g(i)) * static_cast<double>(g(i)); }, m_sum_sq);
+  compress::impl::squared_norm(exec(), g, m_sum_sq);
   const std::uint64_t key =
       derive_seed(derive_seed(m_options.seed, steps()), static_cast<std::uint64_t>(comm().rank()));
   const QsgdField field{0.0f, static_cast<std::uint32_t>(m_options.levels), m_bits, key};

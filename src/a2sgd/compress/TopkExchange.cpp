@@ -20,10 +20,10 @@ Index k_of(double ratio, Index n) {
 
 }  // namespace
 
-std::vector<std::uint32_t> TopkExchange::select(const ExecutionSpace& exec, const ConstFloatView& a, Index k) {
+std::vector<std::uint32_t> TopkExchange::select(const ExecutionSpace& exec, const ConstFloatView& a, Index k,
+                                                compress::impl::TopkSelector::Algorithm algorithm) {
   const auto n = static_cast<Index>(a.extent(0));
-  if (k < 1 || k > n) throw InvalidArgument("topk: k = " + std::to_string(k) + " for n = " + std::to_string(n));
-  const compress::impl::TopkSelector selector(k);
+  compress::impl::TopkSelector selector(k, n, algorithm);
   Kokkos::View<std::uint64_t*, MemorySpace> chosen("a2sgd::topk::chosen", static_cast<std::size_t>(k));
   selector.select(exec, a, chosen);
   const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), chosen);
@@ -48,7 +48,7 @@ TopkExchange::TopkExchange(const Communicator& comm, Index n, const TopkOptions&
       m_update("a2sgd::compress::topk_update", static_cast<std::size_t>(n)) {
   if (n >= (Index(1) << 32)) throw InvalidArgument("topk: n = " + std::to_string(n) + " needs 64-bit indices");
   const auto k = static_cast<std::size_t>(m_k);
-  m_selector = compress::impl::TopkSelector(m_k);
+  m_selector = compress::impl::TopkSelector(m_k, n);
   m_payload = decltype(m_payload)("a2sgd::topk::payload", k);
   m_gathered = decltype(m_gathered)("a2sgd::topk::gathered", k * static_cast<std::size_t>(comm.size()));
 }

@@ -16,11 +16,12 @@ struct TopkOptions {
 /// (index, value) pairs by one allgather (8 bytes per pair: uint32 index, float32 value), and
 /// applies u = (sum of all ranks' sparse vectors) / p; e = a minus what was sent.
 ///
-/// Selection does not sort the gradient and never leaves the execution space: a radix select on
-/// the magnitudes' bit patterns (impl/TopkSelect.hpp) finds the exact k-th largest magnitude in
-/// three histogram passes, the first fused with the error-feedback fold, and one scan pass writes
-/// the k (index, value) pairs in ascending index order. Cost: four passes over n, a fixed number
-/// of kernels, no allocation and no host transfer but the all-gather's. n must be below 2^32.
+/// Selection never sorts the gradient (impl/TopkSelect.hpp): on device backends a radix select on
+/// the magnitudes' bit patterns finds the exact k-th largest magnitude in three histogram passes,
+/// the first fused with the error-feedback fold, and one scan writes the k (index, value) pairs in
+/// ascending index order, all on the device; on host backends a sampled threshold, a counting pass
+/// and a compaction scan leave about 2k candidates, among which the host selects the exact k. No
+/// allocation in steady state. n must be below 2^32.
 class TopkExchange final : public Exchange {
  public:
   TopkExchange(const Communicator& comm, Index n, const TopkOptions& options = {},
@@ -38,8 +39,11 @@ class TopkExchange final : public Exchange {
   /// This rank's indices selected in the last step (ascending), copied to the host.
   std::vector<std::uint32_t> last_selection() const;
 
-  /// The selection on its own: indices of the k largest |a| (ties: lower index first), ascending.
-  static std::vector<std::uint32_t> select(const ExecutionSpace& exec, const ConstFloatView& a, Index k);
+  /// The selection on its own: indices of the k largest |a| (ties: lower index first), ascending,
+  /// by the given algorithm (the backend's default, or either for tests and benchmarks).
+  static std::vector<std::uint32_t> select(
+      const ExecutionSpace& exec, const ConstFloatView& a, Index k,
+      compress::impl::TopkSelector::Algorithm algorithm = compress::impl::TopkSelector::Algorithm::automatic);
 
   /// The step's body (call step()); public only because CUDA requires the function enclosing
   /// a device lambda to be accessible.

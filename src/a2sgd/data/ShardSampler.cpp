@@ -8,7 +8,7 @@
 namespace a2sgd::data {
 
 ShardSampler::ShardSampler(Index dataset_size, int rank, int world_size, std::uint64_t seed)
-    : m_size(dataset_size), m_rank(rank), m_world(world_size), m_seed(seed), m_shard(0) {
+    : m_size(dataset_size), m_rank(rank), m_seed(seed), m_shard(0) {
   if (world_size < 1 || rank < 0 || rank >= world_size)
     throw InvalidArgument("ShardSampler: rank " + std::to_string(rank) + " of " + std::to_string(world_size));
   m_shard = dataset_size / world_size;

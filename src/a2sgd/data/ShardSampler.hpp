@@ -26,7 +26,6 @@ class ShardSampler {
  private:
   Index m_size;
   int m_rank;
-  int m_world;
   std::uint64_t m_seed;
   Index m_shard;
 };

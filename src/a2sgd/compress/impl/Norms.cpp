@@ -1,0 +1,67 @@
+#include <a2sgd/compress/impl/HostClones.hpp>
+#include <a2sgd/compress/impl/Norms.hpp>
+#include <a2sgd/core/Math.hpp>
+
+namespace a2sgd::compress::impl {
+namespace {
+
+using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
+constexpr Index block = 4096;
+
+// One block's sum on the host: plain functions over raw pointers, a SIMD reduction with one double
+// accumulator per lane, compiled per ISA (impl/HostClones.hpp). Generic Kokkos lambdas are not
+// enough: inlined into the OpenMP backend's parallel region GCC 12 left the same loop scalar with
+// one accumulator chain (the squared norm of 16M values took 11.5 ms instead of 3.3 ms).
+A2SGD_HOST_CLONES double block_abs_sum(const float* x, Index count) {
+  double acc = 0.0;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(+ : acc)
+#endif
+  for (Index i = 0; i < count; ++i) acc += static_cast<double>(a2sgd::detail::abs(x[i]));
+  return acc;
+}
+
+A2SGD_HOST_CLONES double block_square_sum(const float* x, Index count) {
+  double acc = 0.0;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(+ : acc)
+#endif
+  for (Index i = 0; i < count; ++i) acc += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return acc;
+}
+
+template <bool Square>
+void norm(const ExecutionSpace& exec, const std::string& label, const ConstFloatView& x,
+          const Kokkos::View<double, MemorySpace>& total) {
+  const auto n = static_cast<Index>(x.extent(0));
+  if constexpr (Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible) {
+    Kokkos::parallel_reduce(
+        label, Policy(exec, 0, (n + block - 1) / block),
+        [=](Index b, double& s) {
+          const Index begin = b * block;
+          const Index count = begin + block < n ? block : n - begin;
+          s += Square ? block_square_sum(x.data() + begin, count) : block_abs_sum(x.data() + begin, count);
+        },
+        total);
+  } else {
+    Kokkos::parallel_reduce(
+        label, Policy(exec, 0, n),
+        KOKKOS_LAMBDA(Index i, double& s) {
+          const auto v = static_cast<double>(x(i));
+          s += Square ? v * v : (v < 0.0 ? -v : v);
+        },
+        total);
+  }
+}
+
+}  // namespace
+
+void l1_norm(const ExecutionSpace& exec, const ConstFloatView& x, const Kokkos::View<double, MemorySpace>& total) {
+  norm<false>(exec, A2SGD_LABEL("a2sgd::compress::l1_norm"), x, total);
+}
+
+void squared_norm(const ExecutionSpace& exec, const ConstFloatView& x, const Kokkos::View<double, MemorySpace>& total) {
+  norm<true>(exec, A2SGD_LABEL("a2sgd::compress::squared_norm"), x, total);
+}
+
+}  // namespace a2sgd::compress::impl
