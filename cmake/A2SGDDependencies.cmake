@@ -1,6 +1,6 @@
-# Third-party dependencies of the a2sgd library (Kokkos lives in A2SGDKokkos.cmake).
-# Installed with the package; A2SGDConfig.cmake includes it so a consumer finds the same
-# dependencies. Test-only dependencies (Catch2) are found in tests/.
+# Third-party dependencies of the a2sgd library, for its build (Kokkos in A2SGDKokkos.cmake). The
+# installed package finds what a consumer needs itself (A2SGDConfig.cmake.in); the applications'
+# Boost is found in apps/, Catch2 in tests/.
 
 include_guard(GLOBAL)
 include(${CMAKE_CURRENT_LIST_DIR}/A2SGDKokkos.cmake)
@@ -25,12 +25,18 @@ if(NOT TARGET A2SGD::HDF5)
   if(TARGET hdf5::hdf5)
     target_link_libraries(A2SGD::HDF5 INTERFACE hdf5::hdf5)
   else()
-    target_include_directories(A2SGD::HDF5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS}
-                               ${HDF5_INCLUDE_DIRS})
+    target_include_directories(A2SGD::HDF5 SYSTEM INTERFACE ${HDF5_C_INCLUDE_DIRS} ${HDF5_INCLUDE_DIRS})
     target_link_libraries(A2SGD::HDF5 INTERFACE ${HDF5_C_LIBRARIES})
     target_compile_definitions(A2SGD::HDF5 INTERFACE ${HDF5_C_DEFINITIONS} ${HDF5_DEFINITIONS})
   endif()
 endif()
+# What a consumer of a static liba2sgd links for HDF5: the library files FindHDF5 found (the
+# installed config cannot run FindHDF5, which needs the C language enabled in the consumer).
+set(A2SGD_HDF5_LINK_LIBRARIES "")
+foreach(_lib IN LISTS HDF5_C_LIBRARIES)
+  if(IS_ABSOLUTE "${_lib}" OR TARGET "${_lib}")
+    list(APPEND A2SGD_HDF5_LINK_LIBRARIES "${_lib}")
+  endif()
+endforeach()
 
-find_package(Boost 1.66 REQUIRED COMPONENTS program_options)
 find_package(ZLIB REQUIRED)  # gzip-compressed IDX data files

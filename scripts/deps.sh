@@ -39,6 +39,26 @@ a2sgd_install_deps() {
   fi
 }
 
+# Installs optional Debian packages (e.g. for a test that is skipped without them) when running as
+# root with apt-get; otherwise, or when the installation fails, says so and carries on.
+a2sgd_install_optional() {
+  local missing=() pkg
+  command -v dpkg-query >/dev/null 2>&1 || return 0
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null | grep -q "install ok installed" || missing+=("${pkg}")
+  done
+  ((${#missing[@]})) || return 0
+  if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "a2sgd: installing ${missing[*]} (optional)"
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null ||
+        echo "a2sgd: could not install ${missing[*]}; the tests that need them are skipped" >&2
+    fi
+  else
+    echo "a2sgd: optional packages not installed (${missing[*]}); the tests that need them are skipped" >&2
+  fi
+}
+
 # Configures (Release) and builds one target: a2sgd_build ROOT BUILD_DIR TARGET.
 a2sgd_build() {
   cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -10,6 +10,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "${here}/deps.sh"
 a2sgd_install_deps
+# The Slurm test (label slurm) needs a Slurm to start; it is skipped without one.
+a2sgd_install_optional slurm-wlm munge
 
 root="$(cd "${here}/.." && pwd)"
 build="${A2SGD_BUILD_DIR:-${root}/build}"

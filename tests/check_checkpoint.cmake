@@ -4,6 +4,10 @@
 #             final evaluation's accuracy; an elastic 2 -> 4 restart completes.
 #   fault   - one rank SIGKILLed mid-run, and mid-checkpoint-write; --resume auto then reaches
 #             the uninterrupted run's final state exactly.
+#   signal  - SIGUSR1 to rank 1 alone, SIGTERM to rank 0 alone: every rank checkpoints at the
+#             agreed step boundary and exits 75, --resume auto reaches the uninterrupted run's final
+#             state exactly with one metrics log; a second signal exits at once without a
+#             checkpoint; without --checkpoint-dir the stop warns that nothing was saved.
 #   invalid - loading a checkpoint of another model, compressor or optimizer, a truncated file
 #             and a non-HDF5 file: exit code 2, a message naming the problem, the file unchanged.
 separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
@@ -116,6 +120,59 @@ elseif(MODE STREQUAL "fault")
       message(STATUS "damaged newest checkpoint skipped with a warning")
     endif()
   endforeach()
+elseif(MODE STREQUAL "signal")
+  train(2 0 --compressor a2sgd ${ref_args} --checkpoint-dir ${work}/ref)
+  function(signalled tag faults expect_rc)
+    set(ENV{A2SGD_FAULT_INJECT} "${faults}")
+    execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} -x A2SGD_FAULT_INJECT ${EXE} ${syn} --compressor a2sgd
+                            ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    unset(ENV{A2SGD_FAULT_INJECT})
+    if(NOT rc EQUAL expect_rc)
+      message(FATAL_ERROR "${tag} (${faults}): exit code ${rc}, expected ${expect_rc}\n${out}${err}")
+    endif()
+    set(last_err "${err}" PARENT_SCOPE)
+  endfunction()
+  # A signal raised after step s is in the agreement started at step s and acted on at step s + 1.
+  foreach(case "usr1|step@60:1=USR1|61" "term|step@37:0=TERM|38")
+    string(REPLACE "|" ";" case "${case}")
+    list(GET case 0 tag)
+    list(GET case 1 fault)
+    list(GET case 2 stop)
+    set(dir ${work}/${tag})
+    signalled(${tag} ${fault} 75 ${ref_args} --checkpoint-dir ${dir} --metrics ${dir}.jsonl)
+    string(LENGTH "${stop}" len)
+    math(EXPR pad "9 - ${len}")
+    string(REPEAT "0" ${pad} zeros)
+    set(stop_ckpt ${dir}/ckpt-${zeros}${stop}.h5)
+    if(NOT EXISTS ${stop_ckpt} OR EXISTS ${dir}/ckpt-000000100.h5)
+      file(GLOB have ${dir}/*)
+      message(FATAL_ERROR "${tag}: expected the checkpoint of step ${stop} and no final one; found ${have}")
+    endif()
+    if(NOT last_err MATCHES "stopped by signal [0-9]+ .*state saved in .*ckpt-${zeros}${stop}.h5")
+      message(FATAL_ERROR "${tag}: no report of the stop on standard error:\n${last_err}")
+    endif()
+    train(2 0 --compressor a2sgd ${ref_args} --checkpoint-dir ${dir} --resume auto --metrics ${dir}.jsonl)
+    same_checkpoint(${work}/ref/ckpt-000000100.h5 ${dir}/ckpt-000000100.h5)
+    # One log across the restart: the stop, the resume at that step and the final summary.
+    file(STRINGS ${dir}.jsonl events REGEX "\"event\": \"(stopped|resume|summary)\"")
+    list(LENGTH events count)
+    if(NOT count EQUAL 3 OR NOT events MATCHES "\"event\": \"stopped\", \"step\": ${stop},.*\"event\": \"resume\", \"step\": ${stop},")
+      message(FATAL_ERROR "${tag}: metrics log across the restart:\n${events}")
+    endif()
+    message(STATUS "${tag}: stopped at step ${stop} on every rank, resumed to the uninterrupted final state")
+  endforeach()
+
+  # A second signal before the agreed stop: out at once (128 + SIGUSR1), no checkpoint written.
+  signalled(twice "step@60:1=USR1,step@61:1=USR1" 138 ${ref_args} --checkpoint-dir ${work}/twice)
+  if(EXISTS ${work}/twice/ckpt-000000061.h5 OR NOT EXISTS ${work}/twice/ckpt-000000050.h5
+     OR NOT last_err MATCHES "second stop signal")
+    message(FATAL_ERROR "second signal: wrong outcome\n${last_err}")
+  endif()
+  signalled(nodir "step@20:1=USR1" 75 --steps 100)
+  if(NOT last_err MATCHES "without --checkpoint-dir: the progress of this run is not saved")
+    message(FATAL_ERROR "no warning for a stop without --checkpoint-dir:\n${last_err}")
+  endif()
+  message(STATUS "second signal: immediate exit; no checkpoint directory: warning")
 elseif(MODE STREQUAL "invalid")
   train(2 0 --compressor a2sgd --steps 10 --checkpoint-dir ${work}/good)
   set(good ${work}/good/ckpt-000000010.h5)

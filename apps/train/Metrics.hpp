@@ -72,8 +72,9 @@ class JsonRecord {
 /// keeps everything logged so far.
 class MetricsWriter {
  public:
-  void open(const std::string& path) {
-    m_file.open(path, std::ios::out | std::ios::trunc);
+  /// `append`: keep the records already in the file (a resumed run continues its log).
+  void open(const std::string& path, bool append = false) {
+    m_file.open(path, std::ios::out | (append ? std::ios::app : std::ios::trunc));
     m_path = path;
   }
   bool is_open() const { return m_file.is_open(); }

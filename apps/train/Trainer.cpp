@@ -51,6 +51,8 @@ Trainer::Trainer(const TrainConfig& config, const Communicator& comm) : m_config
 
 void Trainer::setup() {
   const TrainConfig& c = m_config;
+  // Installed first, so that a signal during data loading or a resume is not fatal either.
+  m_stop = std::make_unique<StopSignals>(m_comm);
   m_comm.all_or_throw([&] {
     if (c.dataset == "synthetic")
       m_data = data::make_synthetic(c.synthetic);
@@ -89,7 +91,7 @@ void Trainer::setup() {
         if (!ini) throw InvalidArgument("--output-dir " + c.output_dir + ": cannot write config.ini");
       }
       if (!metrics_path.empty()) {
-        m_metrics.open(metrics_path);
+        m_metrics.open(metrics_path, !c.resume.empty());
         if (!m_metrics.good()) throw InvalidArgument("--metrics " + metrics_path + ": cannot open for writing");
       }
     }
@@ -124,9 +126,12 @@ void Trainer::setup() {
   if (!c.resume.empty()) resume();
 }
 
-void Trainer::run() {
+Trainer::Outcome Trainer::run() {
   const TrainConfig& c = m_config;
-  if (c.eval_only) return run_eval_only();
+  if (c.eval_only) {
+    run_eval_only();
+    return Outcome::finished;
+  }
   auto host_order = Kokkos::create_mirror_view(m_order);
   EvalResult last_eval;
   std::uint64_t last_eval_step = std::numeric_limits<std::uint64_t>::max();
@@ -176,9 +181,14 @@ void Trainer::run() {
           log_eval(done, last_eval);
         }
       }
-      if (c.checkpoint_every > 0 && done % c.checkpoint_every == 0 && done < m_total_steps)
-        save_checkpoint(done, last_eval_step == done);
+      const bool checkpoint_due = c.checkpoint_every > 0 && done % c.checkpoint_every == 0 && done < m_total_steps;
+      if (checkpoint_due) save_checkpoint(done, last_eval_step == done);
+      if (done < m_total_steps && m_stop->poll()) {
+        stop(done, last_eval_step == done, checkpoint_due);
+        return Outcome::stopped;
+      }
     }
+    m_stop->finish();  // a signal during the last step: the run is complete anyway
     if (done == m_start_step && m_start_step > 0 && last_eval_step != done) {
       // Resumed a finished run: nothing to train, report the evaluation again.
       last_eval = evaluate();
@@ -199,6 +209,24 @@ void Trainer::run() {
   // The final checkpoint holds the averaged model of the final evaluation.
   if (!c.checkpoint_dir.empty() && done > m_start_step) save_checkpoint(done, last_eval_step == done);
   write_summary(done, last_eval);
+  return Outcome::finished;
+}
+
+void Trainer::stop(std::uint64_t done, bool averaged_ready, bool checkpointed) {
+  m_progress->finish();
+  if (!m_config.checkpoint_dir.empty())
+    m_stop_checkpoint =
+        checkpointed ? io::checkpoint_path(m_config.checkpoint_dir, done) : save_checkpoint(done, averaged_ready);
+  else
+    warn("stopped by signal " + std::to_string(m_stop->signal_number()) +
+         " without --checkpoint-dir: the progress of this run is not saved");
+  m_metrics.write(JsonRecord()
+                      .add("event", "stopped")
+                      .add("step", done)
+                      .add("epoch", epoch_of(done))
+                      .add("wall_s", m_wall_offset + m_wall.seconds())
+                      .add("signal", m_stop->signal_number())
+                      .add("checkpoint", m_stop_checkpoint));
 }
 
 void Trainer::log_step(std::uint64_t done, double last_loss) {
@@ -388,7 +416,7 @@ io::CheckpointState Trainer::checkpoint_state() {
   return st;
 }
 
-void Trainer::save_checkpoint(std::uint64_t done, bool averaged_ready) {
+std::string Trainer::save_checkpoint(std::uint64_t done, bool averaged_ready) {
   Stopwatch clock;
   if (!averaged_ready) m_exchange->average_replicas(m_store.params(), m_averaged);
   const std::string path = io::checkpoint_path(m_config.checkpoint_dir, done);
@@ -415,6 +443,7 @@ void Trainer::save_checkpoint(std::uint64_t done, bool averaged_ready) {
   std::snprintf(text, sizeof text, "checkpoint  step %llu  %s  (%.1f MB in %.3f s)",
                 static_cast<unsigned long long>(done), path.c_str(), static_cast<double>(bytes) / 1e6, seconds);
   m_progress->line(text);
+  return path;
 }
 
 void Trainer::warn(const std::string& text) {

@@ -5,6 +5,7 @@
 #include "Progress.hpp"
 #include "TrainConfig.hpp"
 
+#include <a2sgd/comm/StopSignals.hpp>
 #include <a2sgd/core/FaultInjection.hpp>
 
 #include <memory>
@@ -29,14 +30,28 @@ class Trainer {
   /// failure (bad data file, unwritable output, ...) is a CollectiveError on every rank.
   void setup();
 
+  /// How run() ended (the same on every rank).
+  enum class Outcome {
+    finished,  ///< every step done (or --eval-only)
+    stopped    ///< a stop signal reached some rank: the state is checkpointed, the run must be resumed
+  };
+
   /// Trains and evaluates; NonFiniteError (on every rank) when training diverges.
-  void run();
+  Outcome run();
+
+  /// The signal that stopped the run (after run() returned Outcome::stopped).
+  int stop_signal() const { return m_stop ? m_stop->signal_number() : 0; }
+
+  /// The checkpoint written when the run stopped ("" without --checkpoint-dir).
+  const std::string& stop_checkpoint() const { return m_stop_checkpoint; }
 
  private:
   EvalResult evaluate(bool averaged_ready = false);
   void resume();
   std::string find_resume_file();
-  void save_checkpoint(std::uint64_t done, bool averaged_ready);
+  /// Writes the checkpoint of step `done` and returns its path.
+  std::string save_checkpoint(std::uint64_t done, bool averaged_ready);
+  void stop(std::uint64_t done, bool averaged_ready, bool checkpointed);
   io::CheckpointMetadata checkpoint_metadata(std::uint64_t done) const;
   io::CheckpointState checkpoint_state();
   void run_eval_only();
@@ -58,6 +73,8 @@ class Trainer {
   std::unique_ptr<LrSchedule> m_schedule;
   std::unique_ptr<data::ShardSampler> m_sampler;
   std::unique_ptr<Exchange> m_exchange;
+  std::unique_ptr<StopSignals> m_stop;
+  std::string m_stop_checkpoint;
 
   Matrix m_batch_x;
   LabelView m_batch_y;

@@ -4,6 +4,7 @@
 
 #include <a2sgd/comm/Communicator.hpp>
 #include <a2sgd/comm/NetworkModel.hpp>
+#include <a2sgd/comm/StopSignals.hpp>
 #include <a2sgd/comm/ViewCollectives.hpp>
 #include <a2sgd/compress/A2sgdExchange.hpp>
 #include <a2sgd/compress/CastExchange.hpp>
@@ -20,8 +21,8 @@
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
-#include <a2sgd/core/Random.hpp>
 #include <a2sgd/core/ParameterStore.hpp>
+#include <a2sgd/core/Random.hpp>
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/data/Dataset.hpp>
 #include <a2sgd/data/Idx.hpp>

@@ -1,15 +1,16 @@
 #pragma once
 /// @file FaultInjection.hpp
-/// Test hook for fault-tolerance tests: A2SGD_FAULT_INJECT="<site>@<step>[:<rank>]" makes the
-/// given rank (default 1) kill itself with SIGKILL when it reaches `site` at `step`. Sites used
-/// by a2sgd: "step" (after a training step completes) and "checkpoint-write" (inside a checkpoint
-/// write, after the data and before the file is published). Unset: a no-op.
+/// Test hook for fault-tolerance tests: A2SGD_FAULT_INJECT="<site>@<step>[:<rank>][=<signal>]"
+/// makes the given rank (default 1) send itself `signal` (USR1, USR2, TERM, INT or KILL; default
+/// KILL) when it reaches `site` at `step`. Several such faults may be given, separated by commas.
+/// Sites used by a2sgd: "step" (after a training step completes) and "checkpoint-write" (inside
+/// a checkpoint write, after the data and before the file is published). Unset: a no-op.
 
 #include <cstdint>
 
 namespace a2sgd {
 
-/// Kills this process with SIGKILL if A2SGD_FAULT_INJECT names this site, step and rank.
+/// Signals this process if A2SGD_FAULT_INJECT names this site, step and rank.
 void fault_point(const char* site, std::uint64_t step, int rank);
 
 }  // namespace a2sgd

@@ -1,0 +1,103 @@
+# Spack recipe of a2sgd: `spack repo add <a2sgd>/spack/a2sgd`, then `spack install a2sgd@main`.
+# tests/check_spack_recipe.py checks it against the project's CMake (options, dependency
+# versions) in the test suite, so that a renamed option or a raised minimum fails there and not
+# at a user's build.
+import os
+
+from spack_repo.builtin.build_systems.cmake import CMakePackage
+from spack_repo.builtin.build_systems.cuda import CudaPackage
+from spack_repo.builtin.build_systems.rocm import ROCmPackage
+
+from spack.package import *
+
+# This file lives in <clone>/spack/a2sgd/packages/a2sgd/: by default Spack fetches `main` from that
+# clone; A2SGD_GIT names another repository (a mirror, a fork).
+_CLONE = os.path.abspath(os.path.join(os.path.dirname(__file__), *([os.pardir] * 4)))
+
+
+class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
+    """Communication-efficient data-parallel SGD on MPI and Kokkos: A2SGD (two-level gradient
+    averaging, O(1) bytes per worker and step) and the baselines it is compared with (dense,
+    Top-K, Random-K, QSGD, EF-sign, PowerSGD, fp16/bf16), with HDF5 checkpoints."""
+
+    homepage = "file://" + _CLONE
+    git = os.environ.get("A2SGD_GIT", "file://" + _CLONE)
+
+    version("main", branch="main")
+    version("0.1.0", tag="v0.1.0")
+
+    variant("openmp", default=False, description="Kokkos OpenMP backend on the host (else Serial)")
+    variant("apps", default=True, description="a2sgd-train, a2sgd-bench, a2sgd-checkpoint, the example")
+    variant("tests", default=False, description="Build the Catch2/CTest suite (run by `spack install --test=root`)")
+    variant("shared", default=True, description="Build liba2sgd as a shared library")
+
+    conflicts("+cuda", when="cuda_arch=none", msg="+cuda needs cuda_arch=<sm>, e.g. cuda_arch=90")
+    conflicts("+rocm", when="amdgpu_target=none", msg="+rocm needs amdgpu_target=<gfx>, e.g. gfx90a")
+    conflicts("+cuda", when="+rocm", msg="one device backend per build")
+
+    depends_on("cxx", type="build")
+    depends_on("cmake@3.20:", type="build")
+
+    # Kokkos 3.4 to 4.x (Kokkos 5 needs C++20); Kokkos Kernels of the same release.
+    depends_on("kokkos@3.4:4")
+    depends_on("kokkos-kernels@3.4:4")
+    depends_on("kokkos+serial", when="~openmp")
+    depends_on("kokkos+openmp", when="+openmp")
+    depends_on("kokkos+pic", when="+shared")
+    depends_on("kokkos+cuda+cuda_lambda", when="+cuda")
+    depends_on("kokkos-kernels+cublas", when="+cuda")
+    depends_on("kokkos+rocm", when="+rocm")
+    depends_on("kokkos-kernels+rocblas", when="+rocm")
+    depends_on("kokkos-kernels+blas", when="~cuda~rocm")
+    for _arch in CudaPackage.cuda_arch_values:
+        depends_on(f"kokkos+cuda cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch}")
+        depends_on(f"kokkos-kernels+cuda cuda_arch={_arch}", when=f"+cuda cuda_arch={_arch}")
+    for _target in ROCmPackage.amdgpu_targets:
+        depends_on(f"kokkos+rocm amdgpu_target={_target}", when=f"+rocm amdgpu_target={_target}")
+
+    depends_on("mpi@3:")
+    depends_on("hdf5@1.10:+mpi")
+    depends_on("zlib-api")
+    depends_on("boost@1.66:+program_options", when="+apps")
+    depends_on("catch2", type=("build", "test"), when="+tests")  # 2.13 (Debian) or 3.x
+
+    def cmake_args(self):
+        spec = self.spec
+        args = [
+            self.define_from_variant("A2SGD_ENABLE_APPS", "apps"),
+            self.define_from_variant("A2SGD_ENABLE_TESTS", "tests"),
+            self.define_from_variant("BUILD_SHARED_LIBS", "shared"),
+            self.define_from_variant("A2SGD_REQUIRE_OPENMP", "openmp"),
+            self.define_from_variant("A2SGD_REQUIRE_CUDA", "cuda"),
+            self.define_from_variant("A2SGD_REQUIRE_HIP", "rocm"),
+            self.define("Kokkos_ROOT", spec["kokkos"].prefix),
+            self.define("KokkosKernels_ROOT", spec["kokkos-kernels"].prefix),
+            self.define("HDF5_ROOT", spec["hdf5"].prefix),
+        ]
+        if spec.satisfies("+cuda"):
+            args.append(self.define("CMAKE_CXX_COMPILER", self["kokkos"].kokkos_cxx))
+        if spec.satisfies("+rocm"):
+            args.append(self.define("CMAKE_CXX_COMPILER", spec["hip"].hipcc))
+        if spec.satisfies("+tests"):
+            # The MPI tests start ranks with this MPI's launcher; the reruns under other OpenBLAS
+            # kernel families only make sense with OpenBLAS.
+            args.append(self.define("MPIEXEC_EXECUTABLE", join_path(spec["mpi"].prefix.bin, "mpiexec")))
+            if not spec.satisfies("^openblas"):
+                args.append(self.define("A2SGD_PORTABILITY_BLAS_CORES", ""))
+        return args
+
+    def check(self):
+        """`spack install --test=root a2sgd+tests`: the CTest suite, without the device compile checks."""
+        if not self.spec.satisfies("+tests"):
+            return
+        ctest = Executable(self.spec["cmake"].prefix.bin.ctest)
+        with working_dir(self.build_directory):
+            ctest("--output-on-failure", "--label-exclude", "compile", f"-j{make_jobs}")
+
+    def test_version(self):
+        """the installed a2sgd-train reports this package's version"""
+        if not self.spec.satisfies("+apps"):
+            raise SkipTest("a2sgd was installed without +apps")
+        train = which(self.prefix.bin.join("a2sgd-train"))
+        out = train("--version", output=str.split, error=str.split)
+        assert "a2sgd" in out
