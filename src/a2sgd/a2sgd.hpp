@@ -26,6 +26,7 @@
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/data/Dataset.hpp>
 #include <a2sgd/data/Idx.hpp>
+#include <a2sgd/data/Ptb.hpp>
 #include <a2sgd/data/ShardSampler.hpp>
 #include <a2sgd/data/Synthetic.hpp>
 #include <a2sgd/io/Checkpoint.hpp>
