@@ -41,6 +41,11 @@ expect(2 "unrecognised option '--no-such-flag'" ${syn} --no-such-flag)
 expect(2 "--hidden: \"256,x\"" ${syn} --hidden 256,x)
 expect(2 "the argument \\('abc'\\) for option '--lr' is invalid" ${syn} --lr abc)
 expect(2 "--epochs 0: must be positive" ${syn} --epochs 0)
+# Kokkos' own options, rejected by Kokkos::initialize on every rank: exit 2, no abort.
+expect(2 "Kokkos rejected its options \\(--kokkos-threads=abc\\)" ${syn} --kokkos-threads=abc)
+expect(2 "Kokkos rejected its options \\(--kokkos-num-devices=-5\\)" ${syn} --kokkos-num-devices=-5)
+# 2^62 evaluation rows: rows x width x 4 bytes would wrap around to a small allocation.
+expect(2 "a batch of 4611686018427387904 rows of [0-9]+ activations does not fit in memory" ${syn} --eval-batch 4611686018427387904)
 expect(2 "exceeds the 200 training samples of each rank" ${syn} --batch-size 500)
 expect(2 "data directory /nonexistent/fmnist does not exist" --data-dir /nonexistent/fmnist)
 expect(2 "bad_idx/train-images-idx3-ubyte: magic number 0x6e6f7420 is not that of an IDX file" --data-dir ${bad_dir})

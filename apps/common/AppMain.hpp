@@ -26,7 +26,7 @@ int app_main(int argc, char** argv, const char* name, Run run) {
     (std::string(argv[i]).rfind("--kokkos", 0) == 0 ? kokkos_args : our_args).push_back(argv[i]);
   int kokkos_argc = static_cast<int>(kokkos_args.size());
   int code = 0;
-  {
+  try {
     Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
     try {
       Communicator comm;
@@ -36,6 +36,17 @@ int app_main(int argc, char** argv, const char* name, Run run) {
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
+  } catch (const std::exception& e) {
+    // Kokkos rejected its options (--kokkos-threads=abc, ...). Every rank has the same arguments
+    // and fails alike, so each reports through rank 0 and returns the bad-input code.
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::string given;
+    for (std::size_t i = 1; i < kokkos_args.size(); ++i) given += (i > 1 ? " " : "") + std::string(kokkos_args[i]);
+    if (rank == 0)
+      std::fprintf(stderr, "%s: error: Kokkos rejected its options (%s): %s (--kokkos-help lists them)\n", name,
+                   given.c_str(), e.what());
+    code = 2;
   }
   MPI_Finalize();
   return code;

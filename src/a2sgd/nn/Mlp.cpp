@@ -3,6 +3,7 @@
 #include <a2sgd/nn/Mlp.hpp>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace a2sgd::nn {
@@ -61,6 +62,14 @@ void Mlp::initialize(const FloatView& params, std::uint64_t seed, InitScheme sch
 void Mlp::reserve(Index max_batch) {
   if (max_batch < 1) throw InvalidArgument("mlp: batch size must be positive");
   if (max_batch <= m_capacity) return;
+  for (std::size_t l = 0; l < layers(); ++l) {
+    // rows x width x 4 bytes must not wrap around (Kokkos would allocate the wrapped size).
+    const auto width = static_cast<std::size_t>(m_store->info(m_weights[l]).shape[0]);
+    if (width > 0 &&
+        static_cast<std::size_t>(max_batch) > std::numeric_limits<std::size_t>::max() / sizeof(float) / width)
+      throw InvalidArgument("mlp: a batch of " + std::to_string(max_batch) + " rows of " + std::to_string(width) +
+                            " activations does not fit in memory");
+  }
   m_out.clear();
   m_dout.clear();
   for (std::size_t l = 0; l < layers(); ++l) {
