@@ -4,7 +4,6 @@
 set(CTEST_PROJECT_NAME "a2sgd")
 set(CTEST_NIGHTLY_START_TIME "01:00:00 UTC")
 set(CTEST_DROP_SITE_CDASH TRUE)
-set(CTEST_LABELS_FOR_SUBPROJECTS "")
 
 # Where results are submitted: the project keeps no public dashboard, so there is no default. A
 # site names its CDash with the cache variable A2SGD_CDASH_SUBMIT_URL (at configure time) or the

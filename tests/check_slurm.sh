@@ -36,23 +36,19 @@ mkdir -p "${work}"/{state,spool,log,munge,job,ref}
 pids=()
 cleanup() {
   if [[ -f "${work}/slurm.conf" ]]; then
-    SLURM_CONF="${work}/slurm.conf" scancel --quiet --full "${job:-0}" 2> /dev/null
+    # Every job of this private cluster (the requeue job, the sweep), whatever step failed.
+    SLURM_CONF="${work}/slurm.conf" scancel --quiet --full --user="$(id -un)" 2> /dev/null
   fi
-  local pid
-  for pid in "${pids[@]}" $(cat "${work}/munge/munged.pid" 2> /dev/null); do
-    kill "${pid}" 2> /dev/null
-  done
+  local pid daemons=("${pids[@]}")
+  [[ -f "${work}/munge/munged.pid" ]] && daemons+=("$(cat "${work}/munge/munged.pid")")
+  for pid in "${daemons[@]}"; do kill "${pid}" 2> /dev/null; done
   for _ in $(seq 50); do
     local alive=0
-    for pid in "${pids[@]}" $(cat "${work}/munge/munged.pid" 2> /dev/null); do
-      kill -0 "${pid}" 2> /dev/null && alive=1
-    done
+    for pid in "${daemons[@]}"; do kill -0 "${pid}" 2> /dev/null && alive=1; done
     ((alive)) || return 0
     sleep 0.2
   done
-  for pid in "${pids[@]}" $(cat "${work}/munge/munged.pid" 2> /dev/null); do
-    kill -KILL "${pid}" 2> /dev/null
-  done
+  for pid in "${daemons[@]}"; do kill -KILL "${pid}" 2> /dev/null; done
 }
 trap cleanup EXIT
 

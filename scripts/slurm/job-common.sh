@@ -23,6 +23,8 @@ a2sgd_slurm_train() {
   local attempt=$(( ${SLURM_RESTART_COUNT:-0} + 1 ))
   local train="${A2SGD_TRAIN:-a2sgd-train}"
   mkdir -p "${run_dir}/checkpoints"
+  # One host thread per CPU Slurm gave each task (Kokkos OpenMP builds).
+  export OMP_NUM_THREADS="${SLURM_CPUS_PER_TASK:-1}" OMP_PROC_BIND=spread OMP_PLACES=threads
   if ! command -v "${train}" > /dev/null; then
     echo "a2sgd job ${job}: ${train} not found (set A2SGD_TRAIN or put a2sgd-train on PATH)" >&2
     return 2
