@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace a2sgd::testing {
 
@@ -88,6 +89,26 @@ Rounded double_sum_to_float(const A& a, std::size_t k) {
 /// Whether a float result lies within the bound of its reference.
 inline bool within(float got, const Rounded& want) {
   return std::abs(double(got) - want.v) <= want.e;
+}
+
+/// Checks a reference's analytic gradient against central differences of its own double loss.
+/// `loss_at(i, delta)` is the loss with parameter i moved by delta. Two steps, h and h/2: their
+/// difference bounds the truncation error of the finer one (Richardson: error(h/2) ~ |D(h) -
+/// D(h/2)| / 3 once h is in the asymptotic range), and each quotient adds the loss's double
+/// rounding, gamma64(64) (|loss| + 1) / (h/2). Returns the number of parameters outside.
+template <class Loss>
+int finite_difference_mismatches(const std::vector<Rounded>& grads, double loss, double h, const Loss& loss_at) {
+  int bad = 0;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const double coarse = (loss_at(i, h) - loss_at(i, -h)) / (2 * h);
+    const double fine = (loss_at(i, h / 2) - loss_at(i, -h / 2)) / h;
+    const double tol = std::abs(coarse - fine) + gamma64(64) * (std::abs(loss) + 1) / (h / 2);
+    if (std::abs(fine - grads[i].v) > tol) {
+      ++bad;
+      UNSCOPED_INFO("parameter " << i << ": reference " << grads[i].v << ", finite differences " << fine);
+    }
+  }
+  return bad;
 }
 
 // Mirrors of src/a2sgd/optim/impl/UpdateRules.hpp (same operations, same order) and of the

@@ -165,32 +165,18 @@ TEST_CASE(
   CHECK(bad == 0);
   CHECK_THAT(r.loss_sum / 4, WithinAbs(ref.loss, ref.loss_err + gamma64(4) * ref.loss));
 
-  // 2. The reference's gradient against central differences of its own double loss, with steps h
-  // and h/2: the difference of the two estimates bounds the truncation error of the finer one
-  // (Richardson: error(h/2) ~ |D(h) - D(h/2)| / 3 once h is in the asymptotic range), and each
-  // quotient adds the loss's double rounding, gamma64(64) |loss| / (h/2). The loss is smooth along
+  // 2. The reference's gradient against central differences of its own double loss (the bound is
+  // finite_difference_mismatches'). The loss is smooth along
   // each difference's segment: the ReLU masks at both ends equal the unperturbed ones, and with
   // the masks fixed every layer's input is affine in the perturbed parameter, so no ReLU input can
   // cross its kink in between (an affine function changes sign at most once).
-  const double h = 1e-5;
-  int fd_bad = 0;
-  for (Index i = 0; i < store.size(); ++i) {
-    auto loss_at = [&](double delta) {
-      auto p = params;
-      p[i] += delta;
-      const MlpReference moved = mlp_reference(store, p, xs, 4, widths, label_values);
-      REQUIRE(moved.mask == ref.mask);
-      return moved.loss;
-    };
-    const double coarse = (loss_at(h) - loss_at(-h)) / (2 * h);
-    const double fine = (loss_at(h / 2) - loss_at(-h / 2)) / h;
-    const double tol = std::abs(coarse - fine) + gamma64(64) * (std::abs(ref.loss) + 1) / (h / 2);
-    if (std::abs(fine - ref.grads[i].v) > tol) {
-      ++fd_bad;
-      UNSCOPED_INFO("parameter " << i << ": reference " << ref.grads[i].v << ", finite differences " << fine);
-    }
-  }
-  CHECK(fd_bad == 0);
+  CHECK(finite_difference_mismatches(ref.grads, ref.loss, 1e-5, [&](std::size_t i, double delta) {
+          auto p = params;
+          p[i] += delta;
+          const MlpReference moved = mlp_reference(store, p, xs, 4, widths, label_values);
+          REQUIRE(moved.mask == ref.mask);
+          return moved.loss;
+        }) == 0);
 }
 
 TEST_CASE("softmax cross-entropy: loss, accuracy and gradient on known logits", "[nn]") {

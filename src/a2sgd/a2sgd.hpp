@@ -30,8 +30,13 @@
 #include <a2sgd/data/ShardSampler.hpp>
 #include <a2sgd/data/Synthetic.hpp>
 #include <a2sgd/io/Checkpoint.hpp>
+#include <a2sgd/nn/Dropout.hpp>
+#include <a2sgd/nn/Embedding.hpp>
 #include <a2sgd/nn/Linear.hpp>
+#include <a2sgd/nn/Lstm.hpp>
+#include <a2sgd/nn/LstmLanguageModel.hpp>
 #include <a2sgd/nn/Mlp.hpp>
+#include <a2sgd/nn/Model.hpp>
 #include <a2sgd/nn/SoftmaxCrossEntropy.hpp>
 #include <a2sgd/optim/LrSchedule.hpp>
 #include <a2sgd/optim/Optimizer.hpp>

@@ -40,6 +40,17 @@ KOKKOS_INLINE_FUNCTION double log(double x) {
 #endif
 }
 
+KOKKOS_INLINE_FUNCTION float tanh(float x) {
+#if KOKKOS_VERSION >= 30700
+  return Kokkos::tanh(x);
+#else
+  return Kokkos::Experimental::tanh(x);
+#endif
+}
+/// The logistic function 1 / (1 + exp(-x)); exp overflowing to +Inf gives exactly 0.
+KOKKOS_INLINE_FUNCTION float sigmoid(float x) {
+  return 1.0f / (1.0f + exp(-x));
+}
 /// A quiet NaN, in kernels too (no numeric_limits on every device).
 KOKKOS_INLINE_FUNCTION float quiet_nan() {
   union {

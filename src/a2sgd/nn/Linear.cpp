@@ -19,6 +19,17 @@ void add_bias_activate(const ExecutionSpace& exec, const Matrix& y, const FloatV
       });
 }
 
+void relu_mask(const ExecutionSpace& exec, const Matrix& dx, const ConstMatrix& x) {
+  Kokkos::parallel_for(
+      A2SGD_LABEL("a2sgd::nn::relu_backward"),
+      Policy2(exec, {0, 0}, {static_cast<Index>(dx.extent(0)), static_cast<Index>(dx.extent(1))}),
+      KOKKOS_LAMBDA(Index r, Index c) {
+        if (!(x(r, c) > 0.0f)) dx(r, c) = 0.0f;
+      });
+}
+
+}  // namespace
+
 void column_sums(const ExecutionSpace& exec, const ConstMatrix& dy, const FloatView& out) {
   const Index rows = static_cast<Index>(dy.extent(0));
   Kokkos::parallel_for(
@@ -30,17 +41,6 @@ void column_sums(const ExecutionSpace& exec, const ConstMatrix& dy, const FloatV
         out(c) = static_cast<float>(s);
       });
 }
-
-void relu_mask(const ExecutionSpace& exec, const Matrix& dx, const ConstMatrix& x) {
-  Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::nn::relu_backward"),
-      Policy2(exec, {0, 0}, {static_cast<Index>(dx.extent(0)), static_cast<Index>(dx.extent(1))}),
-      KOKKOS_LAMBDA(Index r, Index c) {
-        if (!(x(r, c) > 0.0f)) dx(r, c) = 0.0f;
-      });
-}
-
-}  // namespace
 
 void linear_forward(const ExecutionSpace& exec, const ConstMatrix& x, const MatrixView& weight, const FloatView& bias,
                     const Matrix& y, Activation act) {

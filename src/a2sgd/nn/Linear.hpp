@@ -19,8 +19,11 @@ void linear_forward(const ExecutionSpace& exec, const ConstMatrix& x, const Matr
 ///   dW = dy^T x,  db = sum over rows of dy,  dx = (dy W) * act'(x)   (dx only when non-empty).
 /// `dy` must already include the derivative of this layer's activation (see relu_backward).
 /// `x_activation` is the activation that produced x (relu: dx is masked by x > 0).
-void linear_backward(const ExecutionSpace& exec, const ConstMatrix& x, const ConstMatrix& dy,
-                     const MatrixView& weight, const MatrixView& weight_grad, const FloatView& bias_grad,
-                     const Matrix& dx, Activation x_activation);
+void linear_backward(const ExecutionSpace& exec, const ConstMatrix& x, const ConstMatrix& dy, const MatrixView& weight,
+                     const MatrixView& weight_grad, const FloatView& bias_grad, const Matrix& dx,
+                     Activation x_activation);
+
+/// out[c] = sum over rows of dy[r, c], accumulated in double and rounded once (bias gradients).
+void column_sums(const ExecutionSpace& exec, const ConstMatrix& dy, const FloatView& out);
 
 }  // namespace a2sgd::nn

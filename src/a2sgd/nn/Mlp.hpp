@@ -6,8 +6,10 @@
 #include <a2sgd/core/ParameterStore.hpp>
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/nn/Linear.hpp>
+#include <a2sgd/nn/Model.hpp>
 #include <a2sgd/nn/SoftmaxCrossEntropy.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -26,9 +28,10 @@ struct MlpConfig {
   Index inputs = 784;
   std::vector<Index> hidden = {256, 256};
   Index classes = 10;
+  InitScheme init = InitScheme::he;  ///< used by Model::initialize(params, seed)
 };
 
-class Mlp {
+class Mlp final : public Model {
  public:
   /// Registers "fc<i>.weight" [out, in] and "fc<i>.bias" [out] for every layer in `store`
   /// (which must not be allocated yet and must outlive the model).
@@ -36,13 +39,18 @@ class Mlp {
 
   const MlpConfig& config() const noexcept { return m_config; }
   /// E.g. "mlp 784-256-256-10".
-  std::string describe() const;
+  std::string describe() const override;
 
   /// Deterministic initialisation of `params` from `seed` (identical for every rank and build).
   void initialize(const FloatView& params, std::uint64_t seed, InitScheme scheme) const;
+  /// The same with the configuration's scheme.
+  void initialize(const FloatView& params, std::uint64_t seed) const override {
+    initialize(params, seed, m_config.init);
+  }
 
   /// Allocates activation buffers for mini-batches of up to `max_batch` rows.
   void reserve(Index max_batch);
+  void reserve(const BatchShape& train, const BatchShape& eval) override { reserve(std::max(train.rows, eval.rows)); }
 
   /// Forward and backward pass: overwrites `grads` with the gradient of the mean loss over the
   /// batch; returns the summed loss and the correct count.
@@ -52,6 +60,15 @@ class Mlp {
   /// Forward pass only.
   LossResult evaluate(const ExecutionSpace& exec, const FloatView& params, const ConstMatrix& x,
                       const ConstLabelView& labels);
+
+  /// Model interface: batch.features and batch.labels (the context is unused: no dropout).
+  LossResult forward_backward(const ExecutionSpace& exec, const FloatView& params, const FloatView& grads,
+                              const Batch& batch, const StepContext&) override {
+    return forward_backward(exec, params, grads, batch.features, batch.labels);
+  }
+  LossResult evaluate(const ExecutionSpace& exec, const FloatView& params, const Batch& batch) override {
+    return evaluate(exec, params, batch.features, batch.labels);
+  }
 
  private:
   std::size_t layers() const noexcept { return m_weights.size(); }

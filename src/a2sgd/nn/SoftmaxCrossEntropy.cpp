@@ -11,6 +11,7 @@ LossResult softmax_cross_entropy(const ExecutionSpace& exec, const ConstMatrix& 
   const Index classes = static_cast<Index>(logits.extent(1));
   const bool want_grad = dlogits.extent(0) > 0;
   LossResult r;
+  r.count = rows;
   if (rows == 0) return r;
   // One team per row, its threads over the classes (a row of 10,000 classes is one block on a
   // GPU; host teams are one thread). The argmax is the lowest index of the maximum, so ties

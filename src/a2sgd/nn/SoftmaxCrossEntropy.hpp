@@ -7,8 +7,9 @@
 namespace a2sgd::nn {
 
 struct LossResult {
-  double loss_sum = 0.0;   ///< sum over rows of -log softmax(z)[label]
+  double loss_sum = 0.0;     ///< sum over rows of -log softmax(z)[label]
   std::int64_t correct = 0;  ///< rows whose arg-max equals the label
+  std::int64_t count = 0;    ///< rows (predictions) in the sum
 };
 
 /// One pass over the rows of `logits` [B, C]: loss and accuracy, and, when `dlogits` is
