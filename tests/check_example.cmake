@@ -1,5 +1,7 @@
-# Runs the library example on 2 ranks with A2SGD and with dense exchange; each must cut the
-# loss by at least 100x, and A2SGD must hand 16 bytes (2 doubles) per step to MPI.
+# Runs a library example (least_squares: a hand-written loop; custom_model: a user's model and
+# data source trained by a2sgd::train::Trainer) on 2 ranks with A2SGD and with dense exchange;
+# each must cut the loss by at least 100x, and A2SGD must hand 16 bytes (2 doubles) per step to
+# MPI.
 separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
 foreach(method a2sgd dense)
   execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} --method ${method}

@@ -100,37 +100,57 @@ bool same_on_all_ranks(double v) {
   return true;
 }
 
-// Runs `steps` steps of A2SGD with SGD(lr) from x = 0 and checks x, e, M against the reference.
+// Segment boundaries of a step: the whole buffer, or each tensor with layer granularity.
+std::vector<std::size_t> bounds_of(const A2sgdOptions& o, std::size_t n) {
+  std::vector<std::size_t> b{0};
+  if (o.granularity == Granularity::layer)
+    for (Index size : o.segments) b.push_back(b.back() + static_cast<std::size_t>(size));
+  else
+    b.push_back(n);
+  return b;
+}
+
+// Runs `steps` steps of A2SGD with SGD(lr) from x = 0 and checks x, e, M against the reference,
+// segment by segment (segment s's gradient scaled by 10^(s - 1), as tensors of different scales).
 void check_against_reference(const A2sgdOptions& o, std::size_t n, int steps) {
   Communicator comm;
   A2sgdExchange exchange(comm, static_cast<Index>(n), o);
   Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  const std::vector<std::size_t> bounds = bounds_of(o, n);
+  REQUIRE(exchange.segment_bounds().size() == bounds.size());
+  REQUIRE(exchange.payload_scalars() ==
+          (o.averaging == GlobalAveraging::mean ? 2 : 4) * static_cast<int>(bounds.size() - 1));
   const double lr = 0.5;
   auto x = to_device(std::vector<float>(n, 0.0f));
   std::vector<Rounded> x_ref(n, exact(0.0));
   std::vector<float> e_host(n, 0.0f);
   for (int s = 0; s < steps; ++s) {
     INFO("step " << s);
-    const auto g = random_gradient(n, 100u * static_cast<unsigned>(s) + static_cast<unsigned>(comm.rank()));
-    const ReferenceStep ref = reference_step(g, e_host, o);
+    auto g = random_gradient(n, 100u * static_cast<unsigned>(s) + static_cast<unsigned>(comm.rank()));
+    for (std::size_t k = 0; k + 1 < bounds.size(); ++k)
+      for (std::size_t i = bounds[k]; i < bounds[k + 1]; ++i) g[i] *= static_cast<float>(std::pow(10.0, double(k) - 1));
     exchange.step(x, to_device(g), sgd, lr);
-
-    const auto [m_pos, m_neg] = exchange.last_global_means();
-    CHECK_THAT(m_pos, WithinAbs(ref.m_pos, ref.m_pos_tol));
-    CHECK_THAT(m_neg, WithinAbs(ref.m_neg, ref.m_neg_tol));
-    // Identical on all ranks, bit for bit: they come out of one all-reduce.
-    CHECK(same_on_all_ranks(m_pos));
-    CHECK(same_on_all_ranks(m_neg));
-
     const auto xs = to_host(x);
     const auto es = to_host(exchange.residual());
-    int off_values = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      sgd_step(x_ref[i], ref.u[i], lr);
-      off_values += !within(xs[i], x_ref[i]);
-      off_values += !within(es[i], ref.e[i]);
+    for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+      INFO("segment " << k);
+      const std::vector<float> gk(g.begin() + bounds[k], g.begin() + bounds[k + 1]);
+      const std::vector<float> ek(e_host.begin() + bounds[k], e_host.begin() + bounds[k + 1]);
+      const ReferenceStep ref = reference_step(gk, ek, o);
+      const auto [m_pos, m_neg] = exchange.last_segment_global_means()[k];
+      CHECK_THAT(m_pos, WithinAbs(ref.m_pos, ref.m_pos_tol));
+      CHECK_THAT(m_neg, WithinAbs(ref.m_neg, ref.m_neg_tol));
+      // Identical on all ranks, bit for bit: they come out of one all-reduce.
+      CHECK(same_on_all_ranks(m_pos));
+      CHECK(same_on_all_ranks(m_neg));
+      int off_values = 0;
+      for (std::size_t i = bounds[k]; i < bounds[k + 1]; ++i) {
+        sgd_step(x_ref[i], ref.u[i - bounds[k]], lr);
+        off_values += !within(xs[i], x_ref[i]);
+        off_values += !within(es[i], ref.e[i - bounds[k]]);
+      }
+      CHECK(off_values == 0);
     }
-    CHECK(off_values == 0);
     e_host = es;  // the residual is carried into the next step
   }
 }
@@ -200,6 +220,17 @@ TEST_CASE("A2SGD matches the reference over several steps (residual carried)", "
     o.error_feedback = false;
     check_against_reference(o, 1025, 3);
   }
+  SECTION("layer granularity: two means per tensor, scales 0.1 to 100") {
+    o.granularity = Granularity::layer;
+    o.segments = {1000, 7, 3000, 92};
+    check_against_reference(o, 4099, 4);
+  }
+  SECTION("layer granularity with count-weighted averages and a one-value tensor") {
+    o.granularity = Granularity::layer;
+    o.averaging = GlobalAveraging::weighted;
+    o.segments = {1, 1024};
+    check_against_reference(o, 1025, 3);
+  }
 }
 
 TEST_CASE("A2SGD fuses momentum and Adam into its update pass", "[a2sgd][optim]") {
@@ -256,6 +287,24 @@ TEST_CASE("A2SGD hands exactly one all-reduce of 2 (or 4) doubles to MPI per ste
       CHECK(st.last_step.optimizer_s > 0.0);
       CHECK(st.last_step.comm_s > 0.0);
     }
+  }
+  SECTION("layer granularity: one all-reduce of 2 L doubles") {
+    A2sgdOptions o;
+    o.granularity = Granularity::layer;
+    o.segments = {5, 1, 994};
+    A2sgdExchange exchange(comm, 1000, o);
+    CHECK(exchange.step_traffic().front().bytes == 6 * sizeof(double));
+    Optimizer sgd(OptimizerConfig{}, 1000);
+    auto x = to_device(std::vector<float>(1000, 0.0f));
+    exchange.step(x, to_device(random_gradient(1000, 3)), sgd, 0.1);
+    CHECK(exchange.stats().last_step.bytes_sent == 6 * sizeof(double));
+    CHECK(exchange.stats().last_step.messages == 1);
+  }
+  SECTION("layer granularity needs tensors that cover n") {
+    A2sgdOptions o;
+    o.granularity = Granularity::layer;
+    o.segments = {5, 6};
+    CHECK_THROWS_WITH(A2sgdExchange(comm, 12, o), A2SGD_CONTAINS("cover 11 values, not n = 12"));
   }
 }
 

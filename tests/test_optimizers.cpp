@@ -1,6 +1,7 @@
 #include "RoundingBounds.hpp"
 
 #include <a2sgd/core/Error.hpp>
+#include <a2sgd/optim/GradientClip.hpp>
 #include <a2sgd/optim/LrSchedule.hpp>
 #include <a2sgd/optim/Optimizer.hpp>
 
@@ -196,4 +197,66 @@ TEST_CASE("learning-rate schedules", "[optim][schedule]") {
     CHECK(hook(4) == 0.1);
     CHECK_THROWS_WITH(hook(5), A2SGD_CONTAINS("step 5"));
   }
+}
+
+TEST_CASE("plateau schedule: the rate is divided each time the metric fails to improve", "[optim][schedule]") {
+  LrScheduleConfig c;
+  c.kind = LrScheduleKind::plateau;
+  c.base_lr = 20.0;
+  LrSchedule lr(c);
+  CHECK(lr(0) == 20.0);
+  lr.observe(5.0);  // first metric: an improvement on +Inf
+  CHECK(lr(10) == 20.0);
+  lr.observe(4.0);
+  CHECK(lr(20) == 20.0);
+  lr.observe(4.0);  // equal is no improvement
+  CHECK(lr(30) == 5.0);
+  lr.observe(std::nan(""));  // nor is NaN
+  CHECK(lr(40) == 1.25);
+  lr.observe(3.0);
+  CHECK(lr(50) == 1.25);
+  CHECK(lr.best() == 3.0);
+  // Restored state continues the schedule; invalid state is refused with the values named.
+  LrSchedule resumed(c);
+  resumed.restore(lr.factor(), lr.best());
+  CHECK(resumed(60) == 1.25);
+  resumed.observe(3.5);
+  CHECK(resumed(70) == 0.3125);
+  CHECK_THROWS_WITH(resumed.restore(2.0, 1.0), A2SGD_CONTAINS("factor 2"));
+  CHECK_THROWS_WITH(resumed.restore(0.5, std::nan("")), A2SGD_CONTAINS("best"));
+  // Other kinds ignore the metric.
+  LrScheduleConfig constant;
+  LrSchedule flat(constant);
+  flat.observe(1.0);
+  flat.observe(2.0);
+  CHECK(flat(5) == constant.base_lr);
+  c.plateau_divisor = 0.5;
+  CHECK_THROWS_WITH(LrSchedule(c), A2SGD_CONTAINS("divisor 0.5"));
+}
+
+TEST_CASE("global-norm clipping scales the gradient to the maximum norm, or leaves it", "[optim][clip]") {
+  const ExecutionSpace exec;
+  // g = (3, 4) * k: norm 5 k.
+  for (float k : {0.01f, 1.0f, 100.0f}) {
+    INFO("k = " << k);
+    const auto g = to_device(std::vector<float>{3 * k, 4 * k, 0.0f});
+    GradientClipper clip(0.25);
+    clip.apply(exec, g);
+    const auto h = to_host(g);
+    CHECK_THAT(clip.last_norm(exec), WithinRel(5.0 * k, 4 * u32));
+    if (5 * k <= 0.25) {
+      CHECK(h == std::vector<float>{3 * k, 4 * k, 0.0f});  // untouched, bit for bit
+    } else {
+      // coef = 0.25 / (5 k + 1e-6) in double, one float rounding of coef and one of each product.
+      const double coef = 0.25 / (5.0 * k + 1e-6);
+      CHECK_THAT(h[0], WithinRel(3 * k * coef, 3 * u32));
+      CHECK_THAT(h[1], WithinRel(4 * k * coef, 3 * u32));
+      CHECK(h[2] == 0.0f);
+      CHECK_THAT(std::hypot(double(h[0]), double(h[1])), WithinRel(0.25, 1e-6 / (5.0 * k) + 6 * u32));
+    }
+  }
+  const auto bad = to_device(std::vector<float>{1.0f, std::nanf("")});
+  GradientClipper(1.0).apply(exec, bad);
+  CHECK(std::isnan(to_host(bad)[1]));  // left for the exchange to report
+  CHECK_THROWS_WITH(GradientClipper(0.0), A2SGD_CONTAINS("must be positive"));
 }

@@ -2,6 +2,7 @@
 
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/data/Ptb.hpp>
+#include <a2sgd/train/TokenStreamSource.hpp>
 
 #include <unistd.h>
 
@@ -134,4 +135,36 @@ TEST_CASE("the Penn Treebank corpus: the standard sizes", "[data][ptb]") {
   CHECK(c.vocab.index.count("<unk>") == 1);
   // Per rank and column at the standard batch of 20: 929589 / 2 / 20 = 23239 tokens.
   CHECK(batchify(c.train, 1, 2, 20).extent(0) == 23239);
+}
+
+TEST_CASE("token stream source: full bptt windows per epoch, targets one token ahead, short last eval window",
+          "[data][ptb][train]") {
+  data::TokenCorpus corpus;
+  corpus.train.resize(2 * 3 * 41);  // 2 ranks x 3 columns x 41 tokens
+  std::iota(corpus.train.begin(), corpus.train.end(), 0);
+  corpus.valid.resize(2 * 2 * 12);  // 2 ranks x 2 evaluation columns x 12 tokens
+  std::iota(corpus.valid.begin(), corpus.valid.end(), 0);
+  corpus.test = corpus.valid;
+  const ExecutionSpace exec;
+  train::TokenStreamSource source(corpus, "toy", 1, 2, 3, 2, 10);
+  CHECK(source.steps_per_epoch() == 4);  // (41 - 1) / 10 full windows of 10 + 1 tokens
+  CHECK(source.unit() == "tokens");
+  CHECK(source.perplexity());
+  for (std::uint64_t step : {0u, 3u, 4u, 9u}) {
+    INFO("step " << step);
+    const nn::Batch b = source.train_batch(exec, step);
+    REQUIRE(b.tokens.extent(0) == 11);
+    REQUIRE(b.tokens.extent(1) == 3);
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), b.tokens);
+    const int start = static_cast<int>(step % 4) * 10;
+    // Rank 1's part starts at token 123; column j at 123 + 41 j.
+    for (int t = 0; t < 11; ++t)
+      for (int j = 0; j < 3; ++j) CHECK(h(t, j) == 123 + 41 * j + start + t);
+  }
+  CHECK(source.eval_batches("valid") == 2);  // 11 targets per column: a window of 10, then 1
+  const nn::Batch last = source.eval_batch(exec, "valid", 1);
+  CHECK(last.tokens.extent(0) == 2);
+  CHECK(source.eval_splits() == std::vector<std::string>{"valid", "test"});
+  CHECK_THROWS_WITH(source.eval_batches("train"), A2SGD_CONTAINS("no evaluation split"));
+  CHECK_THROWS_WITH(train::TokenStreamSource(corpus, "toy", 0, 2, 3, 2, 41), A2SGD_CONTAINS("--bptt 41"));
 }

@@ -31,13 +31,14 @@ class Progress {
   bool live() const { return m_bar; }
 
   /// Status after `done` steps (the live bar redraws; plain mode prints when `log` is set).
-  void status(std::uint64_t done, std::uint64_t epoch, double loss, double samples_per_s, double eta_s, bool log) {
+  void status(std::uint64_t done, std::uint64_t epoch, double loss, double rate, const std::string& unit, double eta_s,
+              bool log) {
     if (!m_enabled) return;
     char text[256];
-    std::snprintf(text, sizeof text, "epoch %llu/%llu  step %llu/%llu  loss %.4f  %.0f samples/s  ETA %s",
+    std::snprintf(text, sizeof text, "epoch %llu/%llu  step %llu/%llu  loss %.4f  %.0f %s/s  ETA %s",
                   static_cast<unsigned long long>(epoch), static_cast<unsigned long long>(m_epochs),
-                  static_cast<unsigned long long>(done), static_cast<unsigned long long>(m_total), loss, samples_per_s,
-                  format_duration(eta_s).c_str());
+                  static_cast<unsigned long long>(done), static_cast<unsigned long long>(m_total), loss, rate,
+                  unit.c_str(), format_duration(eta_s).c_str());
     if (m_bar) {
       constexpr int width = 24;
       const int filled = m_total ? static_cast<int>(width * done / m_total) : width;

@@ -57,27 +57,37 @@ std::string join(const std::vector<Index>& v) {
 ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& help_text) {
   // Signed types for sizes so that "-5" is rejected with a message instead of wrapping around.
   std::string hidden = "256,256", init = "he", optimizer, schedule = "constant", compressor = "a2sgd";
-  std::string averaging = "mean", residual = "local", error_feedback = "on", config_file;
+  std::string averaging = "mean", residual = "local", error_feedback = "on", config_file, granularity = "model";
   long long epochs = 3, steps = 0, batch = 64, eval_every = -1, log_every = 50, warmup = 0, lr_warmup = 0;
   long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
   long long checkpoint_every = 0, keep_checkpoints = 3;
   long long syn_train = 20000, syn_test = 4000, syn_features = 784, syn_classes = 10;
-  long long qsgd_levels = 256, powersgd_rank = 2;
+  long long qsgd_levels = 256, powersgd_rank = 2, layers = 2, bptt = 35;
   double lr = -1.0, momentum = 0.9, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma = 0.1,
-         lr_min = 0.0, separation = 3.0, topk_ratio = 0.001, randomk_ratio = 0.001;
-  bool nesterov = false, gpu_aware = false;
+         lr_min = 0.0, separation = 3.0, topk_ratio = 0.001, randomk_ratio = 0.001, dropout = 0.0, clip = -1.0,
+         plateau_divisor = 4.0;
+  bool nesterov = false, gpu_aware = false, tie_weights = false;
 
   po::options_description general("General");
   general.add_options()("help,h", "show this help and exit")("version", "show versions and exit")(
       "config", po::value(&config_file), "INI file with option=value lines (command line wins)")(
       "seed", po::value(&seed)->default_value(seed), "seed of initialisation, data order and synthetic data");
   po::options_description model("Model and data");
-  model.add_options()("model", po::value(&c.model)->default_value(c.model), "model: mlp")(
-      "hidden", po::value(&hidden)->default_value(hidden), "hidden layer widths, comma-separated ('none': linear)")(
+  model.add_options()("model", po::value(&c.model)->default_value(c.model),
+                      "mlp (image classifier) | lstm (word-level language model, --dataset ptb)")(
+      "hidden", po::value(&hidden)->default_value(hidden),
+      "mlp: hidden layer widths, comma-separated ('none': linear); lstm: the hidden width (default 200)")(
       "init", po::value(&init)->default_value(init), "weight initialisation: he | xavier")(
-      "dataset", po::value(&c.dataset)->default_value(c.dataset), "fashion-mnist | mnist | synthetic")(
+      "layers", po::value(&layers)->default_value(layers), "lstm: LSTM layers")(
+      "bptt", po::value(&bptt)->default_value(bptt), "lstm: time steps per batch (truncated back-propagation)")(
+      "dropout", po::value(&dropout)->default_value(dropout),
+      "lstm: dropout probability on the embedding and every layer's output")(
+      "tie-weights", po::bool_switch(&tie_weights), "lstm: decoder weights shared with the embedding")(
+      "dataset", po::value(&c.dataset)->default_value(c.dataset),
+      "fashion-mnist | mnist | synthetic (mlp); ptb (lstm)")(
       "data-dir", po::value(&c.data_dir),
-      "directory of the IDX files (default for fashion-mnist: /usr/share/datasets/fashion-mnist)")(
+      "directory of the IDX files (default for fashion-mnist: /usr/share/datasets/fashion-mnist) or of "
+      "ptb.{train,valid,test}.txt (default: $A2SGD_DATA_DIR/ptb)")(
       "synthetic-train", po::value(&syn_train)->default_value(syn_train), "synthetic: training samples")(
       "synthetic-test", po::value(&syn_test)->default_value(syn_test), "synthetic: test samples")(
       "synthetic-features", po::value(&syn_features)->default_value(syn_features), "synthetic: features")(
@@ -87,10 +97,16 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   po::options_description run("Training");
   run.add_options()("epochs", po::value(&epochs)->default_value(epochs), "epochs over each rank's shard")(
       "steps", po::value(&steps)->default_value(steps), "total steps (> 0 overrides --epochs)")(
-      "batch-size", po::value(&batch)->default_value(batch), "mini-batch size per rank")(
-      "optimizer", po::value(&optimizer), "sgd | momentum | adam (default: momentum for dense, sgd for a2sgd)")(
-      "lr", po::value(&lr), "learning rate (default: 0.05 for dense, 0.1 for a2sgd)")(
-      "lr-schedule", po::value(&schedule)->default_value(schedule), "constant | step | cosine")(
+      "batch-size", po::value(&batch)->default_value(batch),
+      "mini-batch size per rank (lstm: token columns; default 20)")(
+      "optimizer", po::value(&optimizer), "sgd | momentum | adam (default: momentum for a dense mlp, sgd otherwise)")(
+      "lr", po::value(&lr), "learning rate (default: mlp 0.05 dense, 0.1 otherwise; lstm 20)")(
+      "lr-schedule", po::value(&schedule)->default_value(schedule),
+      "constant | step | cosine | plateau (divide by --lr-plateau-divisor when the first evaluation split's "
+      "loss stops improving; default for lstm)")("lr-plateau-divisor",
+                                                 po::value(&plateau_divisor)->default_value(plateau_divisor),
+                                                 "plateau schedule: divisor of the learning rate")(
+      "clip", po::value(&clip), "clip each rank's gradient to this global L2 norm (default: lstm 0.25, mlp off)")(
       "lr-warmup-steps", po::value(&lr_warmup)->default_value(lr_warmup), "linear learning-rate warm-up steps")(
       "lr-step-size", po::value(&lr_step_size)->default_value(lr_step_size), "step schedule: steps between decays")(
       "lr-gamma", po::value(&gamma)->default_value(gamma), "step schedule: decay factor")(
@@ -106,6 +122,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
                      "dense | a2sgd | topk | randomk | qsgd | efsign | powersgd | fp16 | bf16")(
       "a2sgd-averaging", po::value(&averaging)->default_value(averaging), "mean (2 scalars) | weighted (4 scalars)")(
       "a2sgd-residual", po::value(&residual)->default_value(residual), "residual reference: local | global")(
+      "a2sgd-granularity", po::value(&granularity)->default_value(granularity),
+      "model (2 scalars per step) | layer (2 per tensor, one all-reduce)")(
       "a2sgd-error-feedback", po::value(&error_feedback)->default_value(error_feedback), "on | off")(
       "a2sgd-warmup-steps", po::value(&warmup)->default_value(warmup), "first steps exchanged dense")(
       "a2sgd-average-every", po::value(&average_every)->default_value(average_every),
@@ -120,7 +138,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   po::options_description out("Output");
   out.add_options()("eval-every", po::value(&eval_every),
                     "steps between evaluations (0: once, at the end; default: once per epoch)")(
-      "eval-batch", po::value(&eval_batch)->default_value(eval_batch), "evaluation mini-batch size")(
+      "eval-batch", po::value(&eval_batch)->default_value(eval_batch),
+      "evaluation mini-batch size (lstm: token columns per rank; default 10)")(
       "log-every", po::value(&log_every)->default_value(log_every), "steps between progress/metrics records")(
       "output-dir", po::value(&c.output_dir), "directory for metrics.jsonl and config.ini")(
       "metrics", po::value(&c.metrics), "JSON Lines metrics file (default: <output-dir>/metrics.jsonl)")(
@@ -163,11 +182,34 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   }
   if (vm.count("version")) return ParseOutcome::version;
 
-  require(c.model == "mlp", "model", c.model, "unknown model (valid: mlp)");
+  require(c.model == "mlp" || c.model == "lstm", "model", c.model, "unknown model (valid: mlp, lstm)");
+  const bool lm = c.model == "lstm";
+  // The language model's standard small configuration unless given (docs/training.md).
+  if (lm && vm["dataset"].defaulted()) c.dataset = "ptb";
+  if (lm && vm["hidden"].defaulted()) hidden = "200";
+  if (lm && vm["batch-size"].defaulted()) batch = 20;
+  if (lm && vm["eval-batch"].defaulted()) eval_batch = 10;
+  if (lm && vm["lr-schedule"].defaulted()) schedule = "plateau";
   c.hidden = parse_widths(hidden);
   c.init = nn::parse_init_scheme(init);
-  require(c.dataset == "fashion-mnist" || c.dataset == "mnist" || c.dataset == "synthetic", "dataset", c.dataset,
-          "unknown dataset (valid: fashion-mnist, mnist, synthetic)");
+  if (lm) {
+    require(c.dataset == "ptb", "dataset", c.dataset, "the lstm model trains on a token corpus (valid: ptb)");
+    require(c.hidden.size() == 1, "hidden", hidden, "the lstm model takes one hidden width");
+    require(layers >= 1 && layers <= 64, "layers", layers, "must be in [1, 64]");
+    require(bptt >= 1 && bptt <= 100000, "bptt", bptt, "must be in [1, 100000]");
+    require(dropout >= 0.0 && dropout < 1.0, "dropout", dropout, "must be in [0, 1)");
+  } else {
+    require(c.dataset == "fashion-mnist" || c.dataset == "mnist" || c.dataset == "synthetic", "dataset", c.dataset,
+            "unknown dataset for the mlp model (valid: fashion-mnist, mnist, synthetic; ptb needs --model lstm)");
+    require(vm["layers"].defaulted() && vm["bptt"].defaulted() && vm["dropout"].defaulted() && !tie_weights, "model",
+            c.model, "--layers, --bptt, --dropout and --tie-weights belong to --model lstm");
+  }
+  c.layers = layers;
+  c.bptt = bptt;
+  c.dropout = dropout;
+  c.tie_weights = tie_weights;
+  if (vm.count("clip")) require(std::isfinite(clip) && clip >= 0.0, "clip", clip, "must be >= 0 (0: off)");
+  c.clip = vm.count("clip") ? clip : (lm ? 0.25 : 0.0);
   if (c.data_dir.empty() && c.dataset == "fashion-mnist") c.data_dir = "/usr/share/datasets/fashion-mnist";
   if (c.data_dir.empty() && c.dataset == "mnist") throw InvalidArgument("--dataset mnist needs --data-dir");
   require(syn_train > 0, "synthetic-train", syn_train, "must be positive");
@@ -232,14 +274,16 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.exchange.common.gpu_aware_mpi = gpu_aware;
   c.exchange.a2sgd.averaging = parse_global_averaging(averaging);
   c.exchange.a2sgd.residual = parse_residual_reference(residual);
+  c.exchange.a2sgd.granularity = parse_granularity(granularity);
   c.exchange.a2sgd.error_feedback = parse_switch("a2sgd-error-feedback", error_feedback);
   c.exchange.a2sgd.warmup_steps = static_cast<std::uint64_t>(warmup);
   c.exchange.a2sgd.average_every = static_cast<std::uint64_t>(average_every);
 
   // Defaults that converge for each method: heavy momentum at a dense-tuned rate can make A2SGD
-  // replicas diverge (docs/algorithm.md), so A2SGD defaults to plain SGD.
+  // replicas diverge (docs/algorithm.md), so A2SGD defaults to plain SGD; the language model's
+  // standard recipe is plain SGD at lr 20 on the mean token loss with clipping.
   const bool dense = compressor == "dense";
-  c.optimizer.kind = parse_optimizer_kind(optimizer.empty() ? (dense ? "momentum" : "sgd") : optimizer);
+  c.optimizer.kind = parse_optimizer_kind(optimizer.empty() ? (dense && !lm ? "momentum" : "sgd") : optimizer);
   c.optimizer.momentum = momentum;
   c.optimizer.nesterov = nesterov;
   c.optimizer.weight_decay = weight_decay;
@@ -248,12 +292,14 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.optimizer.epsilon = eps;
   c.optimizer.validate();
   if (lr < 0 && vm.count("lr")) require(false, "lr", lr, "must be positive");
-  c.lr.base_lr = vm.count("lr") ? lr : (dense ? 0.05 : 0.1);
+  c.lr.base_lr = vm.count("lr") ? lr : (lm ? 20.0 : dense ? 0.05 : 0.1);
   c.lr.kind = parse_lr_schedule_kind(schedule);
   c.lr.warmup_steps = static_cast<std::uint64_t>(lr_warmup);
   c.lr.step_size = static_cast<std::uint64_t>(lr_step_size);
   c.lr.gamma = gamma;
   c.lr.min_lr = lr_min;
+  c.lr.plateau_divisor = plateau_divisor;
+  c.lr.validate();
   return ParseOutcome::run;
 }
 
@@ -262,6 +308,10 @@ std::string TrainConfig::to_ini() const {
   o.precision(12);
   o << "# a2sgd-train effective configuration (read back with --config)\n";
   o << "model = " << model << "\nhidden = " << join(hidden) << "\ninit = " << nn::to_string(init) << '\n';
+  if (model == "lstm")
+    o << "layers = " << layers << "\nbptt = " << bptt << "\ndropout = " << dropout
+      << "\ntie-weights = " << (tie_weights ? "true" : "false") << '\n';
+  o << "clip = " << clip << '\n';
   o << "dataset = " << dataset << '\n';
   if (!data_dir.empty()) o << "data-dir = " << data_dir << '\n';
   o << "synthetic-train = " << synthetic.train_samples << "\nsynthetic-test = " << synthetic.test_samples
@@ -271,11 +321,13 @@ std::string TrainConfig::to_ini() const {
   o << "optimizer = " << to_string(optimizer.kind) << "\nlr = " << lr.base_lr
     << "\nlr-schedule = " << to_string(lr.kind) << "\nlr-warmup-steps = " << lr.warmup_steps
     << "\nlr-step-size = " << lr.step_size << "\nlr-gamma = " << lr.gamma << "\nlr-min = " << lr.min_lr
-    << "\nmomentum = " << optimizer.momentum << "\nnesterov = " << (optimizer.nesterov ? "true" : "false")
-    << "\nweight-decay = " << optimizer.weight_decay << "\nbeta1 = " << optimizer.beta1
-    << "\nbeta2 = " << optimizer.beta2 << "\nadam-eps = " << optimizer.epsilon << '\n';
+    << "\nlr-plateau-divisor = " << lr.plateau_divisor << "\nmomentum = " << optimizer.momentum
+    << "\nnesterov = " << (optimizer.nesterov ? "true" : "false") << "\nweight-decay = " << optimizer.weight_decay
+    << "\nbeta1 = " << optimizer.beta1 << "\nbeta2 = " << optimizer.beta2 << "\nadam-eps = " << optimizer.epsilon
+    << '\n';
   o << "compressor = " << exchange.method << "\na2sgd-averaging = " << to_string(exchange.a2sgd.averaging)
     << "\na2sgd-residual = " << to_string(exchange.a2sgd.residual)
+    << "\na2sgd-granularity = " << to_string(exchange.a2sgd.granularity)
     << "\na2sgd-error-feedback = " << (exchange.a2sgd.error_feedback ? "on" : "off")
     << "\na2sgd-warmup-steps = " << exchange.a2sgd.warmup_steps
     << "\na2sgd-average-every = " << exchange.a2sgd.average_every << "\ntopk-ratio = " << exchange.topk.ratio
@@ -284,6 +336,25 @@ std::string TrainConfig::to_ini() const {
   if (eval_every) o << "eval-every = " << *eval_every << '\n';
   o << "eval-batch = " << eval_batch << "\nlog-every = " << log_every << '\n';
   return o.str();
+}
+
+TrainerConfig TrainConfig::trainer() const {
+  TrainerConfig t;
+  t.epochs = epochs;
+  t.steps = steps;
+  t.seed = seed;
+  t.optimizer = optimizer;
+  t.lr = lr;
+  t.exchange = exchange;
+  t.clip_norm = clip;
+  t.eval_every = eval_every;
+  t.log_every = log_every;
+  t.checkpoint_dir = checkpoint_dir;
+  t.checkpoint_every = checkpoint_every;
+  t.keep_checkpoints = keep_checkpoints;
+  t.resume = resume;
+  t.eval_only = eval_only;
+  return t;
 }
 
 }  // namespace a2sgd::train

@@ -13,8 +13,13 @@ namespace a2sgd::train {
 struct TrainConfig {
   // model
   std::string model = "mlp";
-  std::vector<Index> hidden = {256, 256};
+  std::vector<Index> hidden = {256, 256};  // mlp: widths; lstm: one width
   nn::InitScheme init = nn::InitScheme::he;
+  // language model (--model lstm)
+  Index layers = 2;
+  Index bptt = 35;
+  double dropout = 0.0;
+  bool tie_weights = false;
   // data
   std::string dataset = "fashion-mnist";
   std::string data_dir;  // empty: the dataset's default
@@ -28,10 +33,11 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   LrScheduleConfig lr;
   ExchangeConfig exchange;
+  double clip = 0.0;  // global-norm clipping of each rank's gradient (0: off)
   // output
   std::optional<std::uint64_t> eval_every;  // unset: once per epoch; 0: once at the end
   std::uint64_t log_every = 50;
-  Index eval_batch = 1000;
+  Index eval_batch = 1000;  // samples, or token columns per rank (lstm)
   std::string output_dir;
   std::string metrics;
   bool quiet = false;
@@ -45,6 +51,8 @@ struct TrainConfig {
 
   /// The options as an INI file that --config reads back.
   std::string to_ini() const;
+  /// The library trainer's part of the options.
+  TrainerConfig trainer() const;
 };
 
 /// What parse_options() decided besides the configuration.

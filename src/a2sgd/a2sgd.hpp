@@ -38,5 +38,11 @@
 #include <a2sgd/nn/Mlp.hpp>
 #include <a2sgd/nn/Model.hpp>
 #include <a2sgd/nn/SoftmaxCrossEntropy.hpp>
+#include <a2sgd/optim/GradientClip.hpp>
 #include <a2sgd/optim/LrSchedule.hpp>
 #include <a2sgd/optim/Optimizer.hpp>
+#include <a2sgd/train/ClassificationSource.hpp>
+#include <a2sgd/train/DataSource.hpp>
+#include <a2sgd/train/Observer.hpp>
+#include <a2sgd/train/TokenStreamSource.hpp>
+#include <a2sgd/train/Trainer.hpp>

@@ -28,9 +28,27 @@ struct A2sgdApply {
 };
 
 std::string signature(const A2sgdOptions& o) {
-  return "a2sgd;averaging=" + to_string(o.averaging) + ";residual=" + to_string(o.residual) +
-         ";error_feedback=" + std::to_string(o.error_feedback) + ";warmup_steps=" + std::to_string(o.warmup_steps) +
-         ";average_every=" + std::to_string(o.average_every);
+  std::string s = "a2sgd;averaging=" + to_string(o.averaging) + ";residual=" + to_string(o.residual) +
+                  ";error_feedback=" + std::to_string(o.error_feedback) +
+                  ";warmup_steps=" + std::to_string(o.warmup_steps) +
+                  ";average_every=" + std::to_string(o.average_every) + ";granularity=" + to_string(o.granularity);
+  if (o.granularity == Granularity::layer)
+    for (Index size : o.segments) s += "," + std::to_string(size);
+  return s;
+}
+
+std::vector<Index> bounds_of(const A2sgdOptions& o, Index n) {
+  if (o.granularity == Granularity::model) return {0, n};
+  if (o.segments.empty()) throw InvalidArgument("a2sgd: layer granularity needs the model's tensor sizes");
+  std::vector<Index> bounds{0};
+  for (Index size : o.segments) {
+    if (size < 1) throw InvalidArgument("a2sgd: a tensor of " + std::to_string(size) + " values");
+    bounds.push_back(bounds.back() + size);
+  }
+  if (bounds.back() != n)
+    throw InvalidArgument("a2sgd: the tensors cover " + std::to_string(bounds.back()) +
+                          " values, not n = " + std::to_string(n));
+  return bounds;
 }
 
 }  // namespace
@@ -47,6 +65,16 @@ ResidualReference parse_residual_reference(std::string_view name) {
   throw InvalidArgument("unknown A2SGD residual reference \"" + std::string(name) + "\" (valid: local, global)");
 }
 
+Granularity parse_granularity(std::string_view name) {
+  if (name == "model") return Granularity::model;
+  if (name == "layer") return Granularity::layer;
+  throw InvalidArgument("unknown A2SGD granularity \"" + std::string(name) + "\" (valid: model, layer)");
+}
+
+std::string to_string(Granularity v) {
+  return v == Granularity::model ? "model" : "layer";
+}
+
 std::string to_string(GlobalAveraging v) {
   return v == GlobalAveraging::mean ? "mean" : "weighted";
 }
@@ -58,14 +86,20 @@ A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptio
                              const CommonExchangeOptions& common, const ExecutionSpace& exec)
     : Exchange(comm, n, exec, common, signature(options)),
       m_options(options),
-      m_residual("a2sgd::compress::residual", static_cast<std::size_t>(n)) {}
+      m_residual("a2sgd::compress::residual", static_cast<std::size_t>(n)),
+      m_bounds(bounds_of(options, n)),
+      m_payload(4 * (m_bounds.size() - 1), 0.0),
+      m_local(m_bounds.size() - 1),
+      m_last_global(m_bounds.size() - 1, {0.0, 0.0}),
+      m_last_local(m_bounds.size() - 1, {0.0, 0.0}) {}
 
 std::vector<std::pair<std::string, std::string>> A2sgdExchange::options() const {
   return {{"averaging", to_string(m_options.averaging)},
           {"residual", to_string(m_options.residual)},
           {"error_feedback", m_options.error_feedback ? "on" : "off"},
           {"warmup_steps", std::to_string(m_options.warmup_steps)},
-          {"average_every", std::to_string(m_options.average_every)}};
+          {"average_every", std::to_string(m_options.average_every)},
+          {"granularity", to_string(m_options.granularity)}};
 }
 
 void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
@@ -75,58 +109,76 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
     allreduce_sum(grad, stats);
     apply_dense(params, grad, opt, lr, static_cast<float>(1.0 / p), stats);
   } else {
-    // Step 3: the two local averages, one fused reduction.
+    // Step 3: the two local averages of each segment, one fused reduction each.
     Stopwatch clock;
     const bool ef = m_options.error_feedback;
-    const TwoMeansResult local = two_means(exec(), grad, ef ? ConstFloatView(m_residual) : ConstFloatView());
+    const std::size_t segments = m_bounds.size() - 1;
+    std::int64_t non_finite = 0;
+    for (std::size_t s = 0; s < segments; ++s) {
+      const auto range = std::make_pair(m_bounds[s], m_bounds[s + 1]);
+      m_local[s] = two_means(exec(), Kokkos::subview(grad, range),
+                             ef ? ConstFloatView(Kokkos::subview(m_residual, range)) : ConstFloatView());
+      non_finite += m_local[s].non_finite;
+    }
     stats.compress_s += clock.seconds();
 
-    // Step 4: exactly one all-reduce of 2 (or 4) scalars.
+    // Step 4: exactly one all-reduce of 2 (or 4) scalars per segment.
     const bool weighted = m_options.averaging == GlobalAveraging::weighted;
-    double payload[4] = {local.mean_pos(), local.mean_neg(), 0.0, 0.0};
-    if (weighted) {
-      payload[0] = local.sum_pos;
-      payload[1] = local.sum_neg;
-      payload[2] = static_cast<double>(local.count_pos);
-      payload[3] = static_cast<double>(local.count_neg);
+    const std::size_t width = weighted ? 4 : 2;
+    for (std::size_t s = 0; s < segments; ++s) {
+      const TwoMeansResult& l = m_local[s];
+      double* out = &m_payload[width * s];
+      if (weighted) {
+        out[0] = l.sum_pos, out[1] = l.sum_neg;
+        out[2] = static_cast<double>(l.count_pos), out[3] = static_cast<double>(l.count_neg);
+      } else {
+        out[0] = l.mean_pos(), out[1] = l.mean_neg();
+      }
     }
-    // A non-finite entry already makes this rank's sums non-finite; poisoning both values states
+    // A non-finite entry already makes this rank's sums non-finite; poisoning the values states
     // the contract explicitly: every rank sees NaN from the same all-reduce and stops together.
-    if (local.non_finite > 0) payload[0] = payload[1] = std::numeric_limits<double>::quiet_NaN();
-    comm().allreduce(payload, static_cast<std::size_t>(payload_scalars()), MPI_SUM, &stats);
+    if (non_finite > 0) m_payload[0] = m_payload[1] = std::numeric_limits<double>::quiet_NaN();
+    comm().allreduce(m_payload.data(), width * segments, MPI_SUM, &stats);
 
-    const double m_pos = weighted ? (payload[2] > 0 ? payload[0] / payload[2] : 0.0) : payload[0] / p;
-    const double m_neg = weighted ? (payload[3] > 0 ? payload[1] / payload[3] : 0.0) : payload[1] / p;
-    if (!std::isfinite(m_pos) || !std::isfinite(m_neg)) {
-      const std::string where = "A2SGD step " + std::to_string(steps()) + ": ";
-      throw NonFiniteError(
-          local.non_finite > 0
-              ? where + "this rank's error-compensated gradient g + e has " + std::to_string(local.non_finite) +
-                    " non-finite (NaN/Inf) entries of " + std::to_string(size()) + "; nothing was updated"
-              : where + "another rank's gradient has non-finite (NaN/Inf) entries; nothing was updated",
-          -1);
+    for (std::size_t s = 0; s < segments; ++s) {
+      const double* q = &m_payload[width * s];
+      const double m_pos = weighted ? (q[2] > 0 ? q[0] / q[2] : 0.0) : q[0] / p;
+      const double m_neg = weighted ? (q[3] > 0 ? q[1] / q[3] : 0.0) : q[1] / p;
+      if (!std::isfinite(m_pos) || !std::isfinite(m_neg)) {
+        const std::string where = "A2SGD step " + std::to_string(steps()) + ": ";
+        throw NonFiniteError(
+            non_finite > 0 ? where + "this rank's error-compensated gradient g + e has " + std::to_string(non_finite) +
+                                 " non-finite (NaN/Inf) entries of " + std::to_string(size()) + "; nothing was updated"
+                           : where + "another rank's gradient has non-finite (NaN/Inf) entries; nothing was updated",
+            -1);
+      }
+      m_last_local[s] = {m_local[s].mean_pos(), m_local[s].mean_neg()};
+      m_last_global[s] = {m_pos, m_neg};
     }
-    m_last_local = {local.mean_pos(), local.mean_neg()};
-    m_last_global = {m_pos, m_neg};
 
-    // Steps 5 and 6: residual, update direction and optimizer in one pass.
+    // Steps 5 and 6: residual, update direction and optimizer in one pass per segment.
     clock.restart();
     const bool global_ref = m_options.residual == ResidualReference::global;
-    const auto ref_pos = static_cast<float>(global_ref ? m_pos : local.mean_pos());
-    const auto ref_neg = static_cast<float>(global_ref ? m_neg : local.mean_neg());
     const ConstFloatView g = grad;
     const FloatView e = m_residual;
-    const Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>> policy(exec(), 0, size());
     opt.visit_step(params, lr, [&](const auto& rule) {
       using Rule = std::decay_t<decltype(rule)>;
-      const auto upd_pos = static_cast<float>(m_pos);
-      const auto upd_neg = static_cast<float>(m_neg);
-      if (ef)
-        Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), policy,
-                             A2sgdApply<Rule, true>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
-      else
-        Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), policy,
-                             A2sgdApply<Rule, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+      for (std::size_t s = 0; s < segments; ++s) {
+        const auto [m_pos, m_neg] = m_last_global[s];
+        const auto [mu_pos, mu_neg] = m_last_local[s];
+        const auto ref_pos = static_cast<float>(global_ref ? m_pos : mu_pos);
+        const auto ref_neg = static_cast<float>(global_ref ? m_neg : mu_neg);
+        const auto upd_pos = static_cast<float>(m_pos);
+        const auto upd_neg = static_cast<float>(m_neg);
+        const Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>> policy(exec(), m_bounds[s],
+                                                                                   m_bounds[s + 1]);
+        if (ef)
+          Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), policy,
+                               A2sgdApply<Rule, true>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+        else
+          Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), policy,
+                               A2sgdApply<Rule, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+      }
     });
     exec().fence();
     stats.optimizer_s += clock.seconds();

@@ -3,8 +3,10 @@
 /// A2SGD, two-level gradient averaging (docs/algorithm.md steps 2-6): O(1) bytes per rank per step.
 
 #include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/TwoMeans.hpp>
 
 #include <string_view>
+#include <vector>
 
 namespace a2sgd {
 
@@ -20,7 +22,15 @@ enum class ResidualReference {
   global  ///< e = a - M_global(sign)
 };
 
+/// Which entries share a pair of averages.
+enum class Granularity {
+  model,  ///< the whole gradient: 2 scalars per rank (the paper's method)
+  layer   ///< every tensor of the model its own two averages: 2 L scalars, still one all-reduce
+};
+
 GlobalAveraging parse_global_averaging(std::string_view name);
+Granularity parse_granularity(std::string_view name);
+std::string to_string(Granularity v);
 ResidualReference parse_residual_reference(std::string_view name);
 std::string to_string(GlobalAveraging v);
 std::string to_string(ResidualReference v);
@@ -34,10 +44,15 @@ struct A2sgdOptions {
   std::uint64_t warmup_steps = 0;
   /// Average the replicas' parameters after every K-th step (0 = never: pure O(1) traffic).
   std::uint64_t average_every = 0;
+  Granularity granularity = Granularity::model;
+  /// Layer granularity: the tensors' sizes in buffer order, summing to n (make_exchange fills
+  /// them from ExchangeConfig::layout). Ignored for model granularity.
+  std::vector<Index> segments;
 };
 
-/// A2SGD exchange. Per step: one fused reduction (compress_s), exactly one MPI_Allreduce of 2
-/// (mean) or 4 (weighted) doubles (comm_s), one fused residual + update + optimizer pass
+/// A2SGD exchange. Per step: one fused reduction per segment (the whole buffer, or each tensor
+/// with layer granularity; compress_s), exactly one MPI_Allreduce of 2 (mean) or 4 (weighted)
+/// doubles per segment (comm_s), one fused residual + update + optimizer pass per segment
 /// (optimizer_s). The residual e is this rank's state ("residual", n float32 values).
 ///
 /// A non-finite entry in g + e on any rank poisons that rank's payload with NaN, so every rank
@@ -57,13 +72,20 @@ class A2sgdExchange final : public Exchange {
   const A2sgdOptions& a2sgd_options() const noexcept { return m_options; }
   const FloatView& residual() const noexcept { return m_residual; }
 
-  /// The two global averages (M_pos, M_neg) applied in the last A2SGD step.
-  std::pair<double, double> last_global_means() const noexcept { return m_last_global; }
-  /// This rank's two local averages (mu_pos, mu_neg) of the last A2SGD step.
-  std::pair<double, double> last_local_means() const noexcept { return m_last_local; }
+  /// The two global averages (M_pos, M_neg) applied in the last A2SGD step (the first segment's).
+  std::pair<double, double> last_global_means() const noexcept { return m_last_global.front(); }
+  /// This rank's two local averages (mu_pos, mu_neg) of the last A2SGD step (the first segment's).
+  std::pair<double, double> last_local_means() const noexcept { return m_last_local.front(); }
+  /// The same for every segment, in buffer order.
+  const std::vector<std::pair<double, double>>& last_segment_global_means() const noexcept { return m_last_global; }
+  const std::vector<std::pair<double, double>>& last_segment_local_means() const noexcept { return m_last_local; }
+  /// Segment boundaries: segment s is [bounds[s], bounds[s + 1]).
+  const std::vector<Index>& segment_bounds() const noexcept { return m_bounds; }
 
-  /// Scalars each rank hands to MPI per A2SGD step (2 or 4).
-  int payload_scalars() const noexcept { return m_options.averaging == GlobalAveraging::mean ? 2 : 4; }
+  /// Scalars each rank hands to MPI per A2SGD step: 2 or 4 per segment.
+  int payload_scalars() const noexcept {
+    return (m_options.averaging == GlobalAveraging::mean ? 2 : 4) * static_cast<int>(m_bounds.size() - 1);
+  }
 
  protected:
   void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
@@ -71,8 +93,11 @@ class A2sgdExchange final : public Exchange {
  private:
   A2sgdOptions m_options;
   FloatView m_residual;
-  std::pair<double, double> m_last_global{0.0, 0.0};
-  std::pair<double, double> m_last_local{0.0, 0.0};
+  std::vector<Index> m_bounds;
+  std::vector<double> m_payload;  // sized once: steps allocate nothing
+  std::vector<TwoMeansResult> m_local;
+  std::vector<std::pair<double, double>> m_last_global;
+  std::vector<std::pair<double, double>> m_last_local;
 };
 
 }  // namespace a2sgd

@@ -20,7 +20,10 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
        }},
       {"a2sgd",
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
-         return std::unique_ptr<Exchange>(new A2sgdExchange(comm, n, c.a2sgd, c.common, exec));
+         A2sgdOptions options = c.a2sgd;
+         if (options.granularity == Granularity::layer && options.segments.empty())
+           for (const auto& t : c.layout) options.segments.push_back(t.size);
+         return std::unique_ptr<Exchange>(new A2sgdExchange(comm, n, options, c.common, exec));
        }},
       {"topk",
        [](const ExchangeConfig& c, const Communicator& comm, Index n, const ExecutionSpace& exec) {
@@ -43,8 +46,8 @@ const std::vector<std::pair<std::string, Builder>>& registry() {
          Index covered = 0;
          for (const auto& t : c.layout) covered += t.size;
          if (covered != n)
-           throw InvalidArgument("powersgd: the tensor layout covers " + std::to_string(covered) + " values, not n = " +
-                                 std::to_string(n));
+           throw InvalidArgument("powersgd: the tensor layout covers " + std::to_string(covered) +
+                                 " values, not n = " + std::to_string(n));
          return std::unique_ptr<Exchange>(new PowerSgdExchange(comm, c.layout, c.powersgd, c.common, exec));
        }},
       {"fp16",

@@ -212,9 +212,11 @@ void write_named_values(hid_t f, const char* name, const std::vector<std::pair<s
 }
 
 // Restores named per-rank values: this rank's row (same world size) or the mean over the old
-// ranks (elastic restart). Every requested name must be present.
+// ranks (elastic restart). Every requested name must be present but those in `optional` (values
+// newer than some files), which keep the caller's value when absent.
 void read_named_values(hid_t f, const char* name, std::vector<std::pair<std::string, double>>& values, hsize_t p_old,
-                       bool same, int rank, hid_t dxpl, const std::string& path) {
+                       bool same, int rank, hid_t dxpl, const std::string& path,
+                       const std::vector<std::string>& optional = {}) {
   const auto dims = dataset_shape(f, name, path);
   if (dims.size() != 2 || dims[0] != p_old) throw Error(path + ": dataset " + name + " has the wrong shape");
   Handle dset(H5Dopen2(f, name, H5P_DEFAULT), H5Dclose, path + ": cannot open " + name);
@@ -225,10 +227,15 @@ void read_named_values(hid_t f, const char* name, std::vector<std::pair<std::str
     names.push_back(all_names.substr(start, end - start));
     start = end + 1;
   }
+  if (names.size() != dims[1])
+    throw Error(path + ": dataset " + name + " has " + std::to_string(dims[1]) + " columns but names " +
+                std::to_string(names.size()) + " values");
   std::vector<double> all(dims[0] * dims[1]);
-  check(H5Dread(dset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, dxpl, all.data()), path + ": cannot read " + name);
+  if (!all.empty())
+    check(H5Dread(dset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, dxpl, all.data()), path + ": cannot read " + name);
   for (auto& [key, value] : values) {
     const auto it = std::find(names.begin(), names.end(), key);
+    if (it == names.end() && std::find(optional.begin(), optional.end(), key) != optional.end()) continue;
     if (it == names.end()) throw Error(path + ": per-rank value \"" + key + "\" is missing from " + name);
     const auto col = static_cast<std::size_t>(it - names.begin());
     if (same) {
@@ -255,6 +262,10 @@ std::string exchange_dataset(const std::string& name) {
 }
 std::string optimizer_dataset(const std::string& name) {
   return "/replicas/optimizer/" + name;
+}
+
+std::string model_state_dataset(const std::string& name) {
+  return "/replicas/model_state/" + name;
 }
 
 Handle open_read_only(const Communicator& comm, const std::string& path) {
@@ -324,6 +335,8 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
   std::vector<HostFloats> exch, optim;
   for (const auto& s : state.exchange_state) exch.push_back(to_host(s.view));
   for (const auto& s : state.optimizer_state) optim.push_back(to_host(s.view));
+  std::vector<HostFloats> model_state;
+  for (const auto& s : state.model_state) model_state.push_back(to_host(s.view));
   const HostFloats averaged = rank == 0 ? to_host(state.averaged) : HostFloats("empty", 0);
 
   Handle file;
@@ -365,6 +378,11 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
       write_rows(f, exchange_dataset(state.exchange_state[i].name), exch[i], p, rank, dxpl.get());
     for (std::size_t i = 0; i < optim.size(); ++i)
       write_rows(f, optimizer_dataset(state.optimizer_state[i].name), optim[i], p, rank, dxpl.get());
+    if (!model_state.empty()) {
+      Handle model_state_group = create_group(f, "/replicas/model_state");
+      for (std::size_t i = 0; i < model_state.size(); ++i)
+        write_rows(f, model_state_dataset(state.model_state[i].name), model_state[i], p, rank, dxpl.get());
+    }
     write_vector(f, "/model/params", averaged, n, rank, dxpl.get());
 
     write_named_values(f, "/replicas/scalars", state.scalars, p, rank, dxpl.get());
@@ -462,6 +480,9 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
       need(s.view, s.name);
       require_shape(f, optimizer_dataset(s.name), {p_old, n}, path);
     }
+    if (same)
+      for (const auto& s : state.model_state)
+        require_shape(f, model_state_dataset(s.name), {p_old, static_cast<hsize_t>(s.view.extent(0))}, path);
     state.optimizer_steps = read_int_attr<std::uint64_t>(f, "optimizer_steps", H5T_NATIVE_UINT64, path);
     state.exchange_steps = read_int_attr<std::uint64_t>(f, "exchange_steps", H5T_NATIVE_UINT64, path);
   });
@@ -485,7 +506,8 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
     // The averaged model: wanted by the caller (state.averaged non-empty), or needed as the
     // starting point of every replica in an elastic restart.
     if (state.averaged.extent(0) != 0) load("/model/params", 0, true, state.averaged, dxpl.get());
-    read_named_values(f, "/replicas/scalars", state.scalars, p_old, same, rank, dxpl.get(), path);
+    read_named_values(f, "/replicas/scalars", state.scalars, p_old, same, rank, dxpl.get(), path,
+                      state.optional_scalars);
     read_named_values(f, "/replicas/timers", state.timers, p_old, same, rank, dxpl.get(), path);
     if (same) {
       load("/replicas/params", static_cast<hsize_t>(rank), false, state.params, dxpl.get());
@@ -493,6 +515,8 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
         load(exchange_dataset(s.name), static_cast<hsize_t>(rank), false, s.view, dxpl.get());
       for (const auto& s : state.optimizer_state)
         load(optimizer_dataset(s.name), static_cast<hsize_t>(rank), false, s.view, dxpl.get());
+      for (const auto& s : state.model_state)
+        load(model_state_dataset(s.name), static_cast<hsize_t>(rank), false, s.view, dxpl.get());
       return;
     }
     // Elastic restart: new rank r reads old rows r, r + p_new, ... (independent I/O), then the

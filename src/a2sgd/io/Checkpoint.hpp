@@ -43,10 +43,17 @@ struct CheckpointState {
   FloatView averaged;                      ///< the mean of all replicas
   std::vector<NamedView> exchange_state;   ///< e.g. {"residual", e}
   std::vector<NamedView> optimizer_state;  ///< e.g. {"momentum", v}
+  /// The model's carried per-rank state (nn::Model::state(), e.g. an LSTM's hidden state):
+  /// restored when the world size is the same; left alone in an elastic restart, where the
+  /// caller resets it (another rank count splits the data differently).
+  std::vector<NamedView> model_state;
   std::uint64_t optimizer_steps = 0;
   std::uint64_t exchange_steps = 0;
   std::vector<std::pair<std::string, double>> scalars;  ///< per-rank counters, by name
-  std::vector<std::pair<std::string, double>> timers;   ///< per-rank elapsed times, by name
+  /// Names in `scalars` that a file may lack (written by an older version): they keep the value
+  /// the caller set. Every other name must be present.
+  std::vector<std::string> optional_scalars;
+  std::vector<std::pair<std::string, double>> timers;  ///< per-rank elapsed times, by name
 };
 
 /// Collective: writes `path` atomically. The data goes to a temporary file in the same directory

@@ -1,11 +1,75 @@
+#include <a2sgd/compress/impl/HostClones.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/nn/SoftmaxCrossEntropy.hpp>
 
 namespace a2sgd::nn {
+namespace {
+
+// sum_c exp(z_c - zmax), storing each exp in d when d is not null: compiled per ISA
+// (impl/HostClones.hpp), AVX-512 evaluates 8 exps in double per instruction.
+A2SGD_HOST_CLONES double exp_sum(const float* z, float zmax, float* d, Index classes) {
+  double sum = 0.0;
+  if (d) {
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(+ : sum)
+#endif
+    for (Index c = 0; c < classes; ++c) {
+      const float e = detail::exp_vectorizable(z[c] - zmax);
+      d[c] = e;
+      sum += e;
+    }
+  } else {
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(+ : sum)
+#endif
+    for (Index c = 0; c < classes; ++c) sum += detail::exp_vectorizable(z[c] - zmax);
+  }
+  return sum;
+}
+
+// Host backends: one row per work item, three vectorised passes over its contiguous classes (max,
+// exp and sum, gradient), exp evaluated once per entry. At 10,000 classes exp dominates the loss.
+struct SoftmaxRows {
+  ConstMatrix logits;
+  ConstLabelView labels;
+  Matrix dlogits;
+  float grad_scale;
+  Index classes;
+  bool want_grad;
+
+  KOKKOS_INLINE_FUNCTION void operator()(Index i, double& loss, std::int64_t& correct) const {
+    const float* z = &logits(i, 0);
+    float zmax = z[0];
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(max : zmax)
+#endif
+    for (Index c = 0; c < classes; ++c) zmax = z[c] > zmax ? z[c] : zmax;
+    // The lowest index of the maximum, so that ties resolve the same on every backend.
+    Index arg = classes;
+    for (Index c = 0; c < classes; ++c)
+      if (z[c] == zmax) {
+        arg = c;
+        break;
+      }
+    const int label = labels(i);
+    const double sum = exp_sum(z, zmax, want_grad ? &dlogits(i, 0) : nullptr, classes);
+    if (want_grad) {
+      float* d = &dlogits(i, 0);
+      const float inv = static_cast<float>(1.0 / sum);
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+      for (Index c = 0; c < classes; ++c) d[c] = (d[c] * inv - (c == label ? 1.0f : 0.0f)) * grad_scale;
+    }
+    loss += detail::log(sum) - static_cast<double>(z[label] - zmax);
+    correct += arg == label;
+  }
+};
+
+}  // namespace
 
 LossResult softmax_cross_entropy(const ExecutionSpace& exec, const ConstMatrix& logits, const ConstLabelView& labels,
                                  const Matrix& dlogits, float grad_scale) {
-  using Team = Kokkos::TeamPolicy<ExecutionSpace>;
   constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
   const Index rows = static_cast<Index>(logits.extent(0));
   const Index classes = static_cast<Index>(logits.extent(1));
@@ -13,11 +77,18 @@ LossResult softmax_cross_entropy(const ExecutionSpace& exec, const ConstMatrix& 
   LossResult r;
   r.count = rows;
   if (rows == 0) return r;
-  // One team per row, its threads over the classes (a row of 10,000 classes is one block on a
-  // GPU; host teams are one thread). The argmax is the lowest index of the maximum, so ties
-  // resolve the same on every backend.
+  if constexpr (host_backend) {
+    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::nn::softmax_cross_entropy"),
+                            Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, rows),
+                            SoftmaxRows{logits, labels, dlogits, grad_scale, classes, want_grad}, r.loss_sum,
+                            r.correct);
+    return r;
+  }
+  // Devices: one team per row, its threads over the classes (a row of 10,000 classes is one
+  // block); exp(z - max) is stored in dlogits and scaled in place, so it is evaluated once.
+  using Team = Kokkos::TeamPolicy<ExecutionSpace>;
   Kokkos::parallel_reduce(
-      A2SGD_LABEL("a2sgd::nn::softmax_cross_entropy"), Team(exec, static_cast<int>(rows), host_backend ? 1 : 128),
+      A2SGD_LABEL("a2sgd::nn::softmax_cross_entropy"), Team(exec, static_cast<int>(rows), Kokkos::AUTO),
       KOKKOS_LAMBDA(const Team::member_type& team, double& loss, std::int64_t& correct) {
         const Index i = team.league_rank();
         const auto range = Kokkos::TeamThreadRange(team, classes);
@@ -29,16 +100,22 @@ LossResult softmax_cross_entropy(const ExecutionSpace& exec, const ConstMatrix& 
             range, [&](Index c, Index& a) { a = logits(i, c) == zmax && c < a ? c : a; }, Kokkos::Min<Index>(arg));
         double sum = 0.0;
         Kokkos::parallel_reduce(
-            range, [&](Index c, double& s) { s += a2sgd::detail::exp(logits(i, c) - zmax); }, sum);
+            range,
+            [&](Index c, double& s) {
+              const float e = detail::exp_vectorizable(logits(i, c) - zmax);
+              if (want_grad) dlogits(i, c) = e;
+              s += e;
+            },
+            sum);
         const int label = labels(i);
         if (want_grad) {
           const float inv = static_cast<float>(1.0 / sum);
-          Kokkos::parallel_for(range, [&](Index c) {
-            dlogits(i, c) = (a2sgd::detail::exp(logits(i, c) - zmax) * inv - (c == label ? 1.0f : 0.0f)) * grad_scale;
-          });
+          team.team_barrier();
+          Kokkos::parallel_for(
+              range, [&](Index c) { dlogits(i, c) = (dlogits(i, c) * inv - (c == label ? 1.0f : 0.0f)) * grad_scale; });
         }
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          loss += a2sgd::detail::log(sum) - static_cast<double>(logits(i, label) - zmax);
+          loss += detail::log(sum) - static_cast<double>(logits(i, label) - zmax);
           correct += arg == label;
         });
       },

@@ -9,7 +9,9 @@ LrScheduleKind parse_lr_schedule_kind(std::string_view name) {
   if (name == "constant") return LrScheduleKind::constant;
   if (name == "step") return LrScheduleKind::step;
   if (name == "cosine") return LrScheduleKind::cosine;
-  throw InvalidArgument("unknown learning-rate schedule \"" + std::string(name) + "\" (valid: constant, step, cosine)");
+  if (name == "plateau") return LrScheduleKind::plateau;
+  throw InvalidArgument("unknown learning-rate schedule \"" + std::string(name) +
+                        "\" (valid: constant, step, cosine, plateau)");
 }
 
 std::string to_string(LrScheduleKind kind) {
@@ -20,6 +22,8 @@ std::string to_string(LrScheduleKind kind) {
       return "step";
     case LrScheduleKind::cosine:
       return "cosine";
+    case LrScheduleKind::plateau:
+      return "plateau";
   }
   return "?";
 }
@@ -32,6 +36,8 @@ void LrScheduleConfig::validate() const {
     if (!(gamma > 0.0 && gamma <= 1.0))
       throw InvalidArgument("step schedule: gamma " + std::to_string(gamma) + " is not in (0, 1]");
   }
+  if (kind == LrScheduleKind::plateau && !(std::isfinite(plateau_divisor) && plateau_divisor >= 1.0))
+    throw InvalidArgument("plateau schedule: divisor " + std::to_string(plateau_divisor) + " must be >= 1");
   if (kind == LrScheduleKind::cosine) {
     if (total_steps <= warmup_steps)
       throw InvalidArgument("cosine schedule: total steps (" + std::to_string(total_steps) +
@@ -43,11 +49,13 @@ void LrScheduleConfig::validate() const {
 
 LrSchedule::LrSchedule(const LrScheduleConfig& config) {
   config.validate();
+  if (config.kind == LrScheduleKind::plateau) m_divisor = config.plateau_divisor;
   m_fn = [c = config](std::uint64_t step) {
     if (step < c.warmup_steps) return c.base_lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
     const std::uint64_t s = step - c.warmup_steps;
     switch (c.kind) {
       case LrScheduleKind::constant:
+      case LrScheduleKind::plateau:  // the factor is applied by operator()
         return c.base_lr;
       case LrScheduleKind::step:
         return c.base_lr * std::pow(c.gamma, static_cast<double>(s / c.step_size));
@@ -66,10 +74,25 @@ LrSchedule::LrSchedule(std::function<double(std::uint64_t)> fn) : m_fn(std::move
 }
 
 double LrSchedule::operator()(std::uint64_t step) const {
-  const double lr = m_fn(step);
+  const double lr = m_fn(step) * m_factor;
   if (!(std::isfinite(lr) && lr >= 0.0))
     throw InvalidArgument("learning-rate schedule returned " + std::to_string(lr) + " at step " + std::to_string(step));
   return lr;
+}
+
+void LrSchedule::observe(double metric) {
+  if (metric < m_best)
+    m_best = metric;
+  else
+    m_factor /= m_divisor;  // also for a non-finite metric: it is no improvement
+}
+
+void LrSchedule::restore(double factor, double best) {
+  if (!(std::isfinite(factor) && factor > 0.0 && factor <= 1.0) || std::isnan(best))
+    throw InvalidArgument("learning-rate schedule state: factor " + std::to_string(factor) + ", best " +
+                          std::to_string(best) + " (the factor must be in (0, 1], the best metric a number)");
+  m_factor = factor;
+  m_best = best;
 }
 
 }  // namespace a2sgd

@@ -1,8 +1,9 @@
 #pragma once
 /// @file LrSchedule.hpp
-/// Learning-rate schedules: constant, step decay, cosine, each with an optional linear warm-up,
-/// or any user function of the step.
+/// Learning-rate schedules: constant, step decay, cosine, divide-on-plateau, each with an optional
+/// linear warm-up, or any user function of the step.
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -10,9 +11,9 @@
 
 namespace a2sgd {
 
-enum class LrScheduleKind { constant, step, cosine };
+enum class LrScheduleKind { constant, step, cosine, plateau };
 
-/// Parses "constant" | "step" | "cosine"; throws InvalidArgument listing the valid names.
+/// Parses "constant" | "step" | "cosine" | "plateau"; throws InvalidArgument listing the valid names.
 LrScheduleKind parse_lr_schedule_kind(std::string_view name);
 std::string to_string(LrScheduleKind kind);
 
@@ -28,6 +29,9 @@ struct LrScheduleConfig {
   /// cosine: from base_lr down to min_lr over total_steps (warm-up included), then min_lr.
   std::uint64_t total_steps = 0;
   double min_lr = 0.0;
+  /// plateau: lr = base_lr / plateau_divisor^k, k the number of evaluations whose metric did not
+  /// improve on the best one before it (LrSchedule::observe).
+  double plateau_divisor = 4.0;
 
   void validate() const;
 };
@@ -41,8 +45,20 @@ class LrSchedule {
 
   double operator()(std::uint64_t step) const;
 
+  /// Reports an evaluation metric (lower is better, e.g. the validation loss). A plateau schedule
+  /// divides its rate when the metric is not below the best seen; the other kinds ignore it.
+  void observe(double metric);
+  /// The plateau state (factor applied to the rate, best metric so far), for checkpoints.
+  double factor() const noexcept { return m_factor; }
+  double best() const noexcept { return m_best; }
+  /// Restores factor() and best(); InvalidArgument unless factor is in (0, 1] and best a number.
+  void restore(double factor, double best);
+
  private:
   std::function<double(std::uint64_t)> m_fn;
+  double m_divisor = 1.0;  // 1: observe() changes nothing
+  double m_factor = 1.0;
+  double m_best = HUGE_VAL;
 };
 
 }  // namespace a2sgd

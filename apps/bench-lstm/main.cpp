@@ -1,0 +1,169 @@
+// a2sgd-bench-lstm: speed of the LSTM language model on one rank. A whole training step
+// (forward, backward, gradient clipping, exchange and SGD update, as a2sgd-train runs it) in
+// tokens per second, and the decoder's three GEMMs (forward, weight gradient, input gradient, with
+// bias and bias gradient) against a plain GEMM of the same size measured in the same run.
+// benchmarks/lstm_vs_pytorch.py compares the step with PyTorch's.
+//
+// Exit codes: 0 success, 2 invalid options, 1 other errors.
+#include "../common/AppMain.hpp"
+
+#include <a2sgd/a2sgd.hpp>
+#include <a2sgd/core/impl/Gemm.hpp>
+
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+namespace po = boost::program_options;
+using namespace a2sgd;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds of `repeats` calls of f after `warmup` untimed ones, each fenced.
+template <class F>
+double time_median(const ExecutionSpace& exec, int warmup, int repeats, F&& f) {
+  std::vector<double> t;
+  for (int i = 0; i < warmup + repeats; ++i) {
+    Stopwatch clock;
+    f();
+    exec.fence();
+    if (i >= warmup) t.push_back(clock.seconds());
+  }
+  return median(t);
+}
+
+Matrix random_matrix(Index rows, Index cols, std::uint64_t seed) {
+  Matrix m("bench::m", static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
+  auto h = Kokkos::create_mirror_view(m);
+  Rng rng(seed);
+  for (std::size_t i = 0; i < h.size(); ++i) h.data()[i] = static_cast<float>(0.1 * rng.normal());
+  Kokkos::deep_copy(m, h);
+  return m;
+}
+
+int run(int argc, char** argv, const Communicator& comm) {
+  long long vocab = 10000, hidden = 200, layers = 2, bptt = 35, batch = 20, repeats = 20, warmup = 3;
+  bool json = false;
+  po::options_description desc("a2sgd-bench-lstm options");
+  desc.add_options()("help,h", "show this help and exit")("vocab", po::value(&vocab)->default_value(vocab),
+                                                          "vocabulary size")(
+      "hidden", po::value(&hidden)->default_value(hidden), "embedding and hidden width")(
+      "layers", po::value(&layers)->default_value(layers), "LSTM layers")("bptt", po::value(&bptt)->default_value(bptt),
+                                                                          "time steps per batch")(
+      "batch-size", po::value(&batch)->default_value(batch), "columns per batch")(
+      "repeats", po::value(&repeats)->default_value(repeats), "timed repetitions (medians)")(
+      "warmup", po::value(&warmup)->default_value(warmup), "untimed repetitions before them")(
+      "json", po::bool_switch(&json), "one JSON object instead of text");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    if (comm.rank() == 0) std::fprintf(stderr, "a2sgd-bench-lstm: error: %s (see --help)\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    if (comm.rank() == 0) std::cout << desc << '\n';
+    return 0;
+  }
+  if (vocab < 2 || hidden < 1 || layers < 1 || bptt < 1 || batch < 1 || repeats < 1 || warmup < 0) {
+    if (comm.rank() == 0) std::fprintf(stderr, "a2sgd-bench-lstm: error: sizes must be positive\n");
+    return 2;
+  }
+  const ExecutionSpace exec;
+
+  // The whole step, as a2sgd-train runs it (dense exchange, SGD, clipping at 0.25).
+  ParameterStore store;
+  nn::LstmConfig config;
+  config.vocab = vocab;
+  config.embedding = config.hidden = hidden;
+  config.layers = layers;
+  nn::LstmLanguageModel model(config, store);
+  store.allocate();
+  model.reserve({batch, bptt}, {batch, bptt});
+  model.initialize(store.params(), 1);
+  Kokkos::View<std::int32_t**, Kokkos::LayoutLeft, MemorySpace> tokens(
+      "bench::tokens", static_cast<std::size_t>(bptt + 1), static_cast<std::size_t>(batch));
+  {
+    auto h = Kokkos::create_mirror_view(tokens);
+    Rng rng(7);
+    for (std::size_t i = 0; i < h.size(); ++i)
+      h.data()[i] = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(vocab)));
+    Kokkos::deep_copy(tokens, h);
+  }
+  nn::Batch b;
+  b.tokens = tokens;
+  ExchangeConfig xc;
+  xc.method = "dense";
+  auto exchange = make_exchange(xc, comm, store.size(), exec);
+  Optimizer sgd(OptimizerConfig{}, store.size());
+  GradientClipper clip(0.25);
+  std::uint64_t step = 0;
+  const double step_s = time_median(exec, static_cast<int>(warmup), static_cast<int>(repeats), [&] {
+    model.forward_backward(exec, store.params(), store.grads(), b, nn::StepContext{1, step++, 0});
+    clip.apply(exec, store.grads());
+    exchange->step(store.params(), store.grads(), sgd, 1.0);  // lr 1 keeps the weights moving slowly
+  });
+  const double tokens_per_s = static_cast<double>(bptt * batch) / step_s;
+
+  // The decoder alone: Z = Y W^T + b, then dW = dZ^T Y, db = column sums, dY = dZ W.
+  const Index rows = bptt * batch;
+  const Matrix y = random_matrix(rows, hidden, 1), dz = random_matrix(rows, vocab, 2);
+  const Matrix z("bench::z", static_cast<std::size_t>(rows), static_cast<std::size_t>(vocab));
+  const Matrix dy("bench::dy", static_cast<std::size_t>(rows), static_cast<std::size_t>(hidden));
+  const Matrix w = random_matrix(vocab, hidden, 3);
+  const Matrix dw("bench::dw", static_cast<std::size_t>(vocab), static_cast<std::size_t>(hidden));
+  const FloatView bias("bench::bias", static_cast<std::size_t>(vocab)),
+      dbias("bench::dbias", static_cast<std::size_t>(vocab));
+  const double decoder_s = time_median(exec, static_cast<int>(warmup), static_cast<int>(repeats), [&] {
+    nn::linear_forward(exec, y, w, bias, z, nn::Activation::none);
+    nn::linear_backward(exec, y, dz, w, dw, dbias, dy, nn::Activation::none);
+  });
+  // The same-run BLAS reference: the three products as plain GEMMs, no bias work.
+  const double gemm_s = time_median(exec, static_cast<int>(warmup), static_cast<int>(repeats), [&] {
+    detail::gemm(exec, "N", "T", 1.0f, y, w, 0.0f, z);
+    detail::gemm(exec, "T", "N", 1.0f, dz, y, 0.0f, dw);
+    detail::gemm(exec, "N", "N", 1.0f, dz, w, 0.0f, dy);
+  });
+  const double flops = 3.0 * 2.0 * static_cast<double>(rows) * static_cast<double>(hidden) * static_cast<double>(vocab);
+  const LabelView labels("bench::labels", static_cast<std::size_t>(rows));
+  const double softmax_s = time_median(exec, static_cast<int>(warmup), static_cast<int>(repeats), [&] {
+    nn::softmax_cross_entropy(exec, z, labels, dz, 1.0f / static_cast<float>(rows));
+  });
+
+  if (comm.rank() != 0) return 0;
+  if (json) {
+    std::printf(
+        "{\"exec_space\": \"%s\", \"vocab\": %lld, \"hidden\": %lld, \"layers\": %lld, \"bptt\": %lld, \"batch\": "
+        "%lld, "
+        "\"parameters\": %lld, \"step_s\": %.6g, \"tokens_per_s\": %.6g, \"decoder_s\": %.6g, \"decoder_gflops\": "
+        "%.6g, "
+        "\"gemm_s\": %.6g, \"gemm_gflops\": %.6g, \"decoder_fraction_of_gemm\": %.4f, \"softmax_s\": %.6g}\n",
+        ExecutionSpace::name(), vocab, hidden, layers, bptt, batch, static_cast<long long>(store.size()), step_s,
+        tokens_per_s, decoder_s, flops / decoder_s * 1e-9, gemm_s, flops / gemm_s * 1e-9, gemm_s / decoder_s,
+        softmax_s);
+  } else {
+    std::printf("LSTM LM %lld-%lldx%lld, bptt %lld, batch %lld (%s, one rank)\n", vocab, hidden, layers, bptt, batch,
+                ExecutionSpace::name());
+    std::printf("  training step      %8.2f ms   %10.0f tokens/s\n", 1e3 * step_s, tokens_per_s);
+    std::printf("  decoder (3 GEMMs + bias)  %8.2f ms   %7.1f GFLOP/s\n", 1e3 * decoder_s, flops / decoder_s * 1e-9);
+    std::printf("  plain GEMMs, same shapes  %8.2f ms   %7.1f GFLOP/s   decoder at %.0f%% of it\n", 1e3 * gemm_s,
+                flops / gemm_s * 1e-9, 100.0 * gemm_s / decoder_s);
+    std::printf("  softmax cross-entropy     %8.2f ms\n", 1e3 * softmax_s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return a2sgd::apps::app_main(argc, argv, "a2sgd-bench-lstm", run);
+}
