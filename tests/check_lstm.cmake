@@ -1,6 +1,6 @@
 # a2sgd-train --model lstm on Penn Treebank (DATA: the directory of ptb.*.txt), 2 ranks, a small
 # configuration so that CI runs it in seconds (MODE selects the scenario):
-#   learn   - 300 steps with dense, A2SGD and layer-wise A2SGD: the validation perplexity of the
+#   learn   - 300 steps with dense, A2SGD and layer-wise A2SGD, and 4 steps with every method: the validation perplexity of the
 #             averaged model ends below 1500 (a uniform guess over the 10,000 words scores 10,000;
 #             measured: 574, 928, 684) and the training perplexity of the last log interval is
 #             below half the first one's.
@@ -60,6 +60,17 @@ if(MODE STREQUAL "learn")
     if(NOT last_ppl LESS half_first)
       message(FATAL_ERROR "${variant}: training perplexity fell only from ${first_ppl} to ${last_ppl}")
     endif()
+  endforeach()
+  # Every exchange method trains it: a few steps each, finite perplexity, exit 0.
+  foreach(method dense a2sgd topk randomk qsgd efsign powersgd fp16 bf16)
+    train(2 0 --model lstm --dataset ptb --data-dir ${DATA} --hidden 16 --layers 1 --bptt 5 --batch-size 4
+          --eval-batch 50 --no-progress-bar --quiet --compressor ${method} --steps 4 --eval-every 0
+          --metrics ${work}/method_${method}.jsonl)
+    last_value(${work}/method_${method}.jsonl summary valid_perplexity_averaged valid)
+    if(valid STREQUAL "" OR NOT valid LESS 20000)
+      message(FATAL_ERROR "${method}: validation perplexity '${valid}' after 4 steps")
+    endif()
+    message(STATUS "${method}: trains the LSTM (valid perplexity ${valid} after 4 steps)")
   endforeach()
 elseif(MODE STREQUAL "resume")
   set(args ${small} --compressor a2sgd --dropout 0.2 --tie-weights --log-every 10 --eval-every 40

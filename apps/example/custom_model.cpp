@@ -21,7 +21,33 @@ using namespace a2sgd;
 
 namespace {
 
-// y = x w + b; loss (1/2)(y - t)^2 per row. Tensors "linear.weight" [features], "linear.bias" [1].
+// Loss sum of y = x w + b against the targets in x's last column, (1/2)(y - t)^2 per row, and,
+// when gw is not empty, the gradient of the mean loss: one pass over the rows, the gradient
+// accumulated with atomics (kept short for the example; a real model would use GEMMs, and atomics
+// make the summation order, hence the last bits, vary between runs on threaded backends).
+double squared_loss(const ExecutionSpace& exec, const ConstMatrix& x, const ConstFloatView& w, const ConstFloatView& b,
+                    const FloatView& gw, const FloatView& gb) {
+  const auto rows = static_cast<Index>(x.extent(0)), cols = static_cast<Index>(x.extent(1));
+  const bool want_grad = gw.extent(0) > 0;
+  const float scale = 1.0f / static_cast<float>(rows);
+  double loss = 0.0;
+  Kokkos::parallel_reduce(
+      "example::linear_regression", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, rows),
+      KOKKOS_LAMBDA(Index r, double& sum) {
+        float y = b(0);
+        for (Index c = 0; c + 1 < cols; ++c) y += x(r, c) * w(c);
+        const float d = y - x(r, cols - 1);
+        sum += 0.5 * static_cast<double>(d) * d;
+        if (want_grad) {
+          for (Index c = 0; c + 1 < cols; ++c) Kokkos::atomic_add(&gw(c), d * x(r, c) * scale);
+          Kokkos::atomic_add(&gb(0), d * scale);
+        }
+      },
+      loss);
+  return loss;
+}
+
+// y = x w + b. Tensors "linear.weight" [features], "linear.bias" [1].
 class LinearRegression final : public nn::Model {
  public:
   LinearRegression(Index features, ParameterStore& store) : m_features(features), m_store(&store) {
@@ -34,44 +60,23 @@ class LinearRegression final : public nn::Model {
 
   nn::LossResult forward_backward(const ExecutionSpace& exec, const FloatView& params, const FloatView& grads,
                                   const nn::Batch& batch, const nn::StepContext&) override {
-    return run(exec, params, grads, batch);
+    Kokkos::deep_copy(exec, grads, 0.0f);
+    return result(squared_loss(exec, batch.features, m_store->slice(params, m_weight), m_store->slice(params, m_bias),
+                               m_store->slice(grads, m_weight), m_store->slice(grads, m_bias)),
+                  batch);
   }
   nn::LossResult evaluate(const ExecutionSpace& exec, const FloatView& params, const nn::Batch& batch) override {
-    return run(exec, params, FloatView(), batch);
+    return result(squared_loss(exec, batch.features, m_store->slice(params, m_weight), m_store->slice(params, m_bias),
+                               FloatView(), FloatView()),
+                  batch);
   }
 
  private:
-  // One pass over the rows: the loss as a reduction, the gradient of the mean loss accumulated
-  // with atomics (kept short for the example; a real model would use GEMMs).
-  nn::LossResult run(const ExecutionSpace& exec, const FloatView& params, const FloatView& grads,
-                     const nn::Batch& batch) const {
-    const ConstMatrix x = batch.features;
-    const ConstFloatView w = m_store->slice(params, m_weight), b = m_store->slice(params, m_bias);
-    const auto rows = static_cast<Index>(x.extent(0)), cols = static_cast<Index>(x.extent(1));
-    const bool want_grad = grads.extent(0) > 0;
-    if (want_grad) Kokkos::deep_copy(exec, grads, 0.0f);
-    const FloatView gw = want_grad ? m_store->slice(grads, m_weight) : FloatView();
-    const FloatView gb = want_grad ? m_store->slice(grads, m_bias) : FloatView();
-    // The targets travel in the features' last column (see Regression below).
-    const float scale = 1.0f / static_cast<float>(rows);
-    double loss = 0.0;
-    Kokkos::parallel_reduce(
-        "example::linear_regression", Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, rows),
-        KOKKOS_LAMBDA(Index r, double& sum) {
-          float y = b(0);
-          for (Index c = 0; c + 1 < cols; ++c) y += x(r, c) * w(c);
-          const float d = y - x(r, cols - 1);
-          sum += 0.5 * static_cast<double>(d) * d;
-          if (want_grad) {
-            for (Index c = 0; c + 1 < cols; ++c) Kokkos::atomic_add(&gw(c), d * x(r, c) * scale);
-            Kokkos::atomic_add(&gb(0), d * scale);
-          }
-        },
-        loss);
-    nn::LossResult result;
-    result.loss_sum = loss;
-    result.count = rows;
-    return result;
+  static nn::LossResult result(double loss, const nn::Batch& batch) {
+    nn::LossResult r;
+    r.loss_sum = loss;
+    r.count = static_cast<std::int64_t>(batch.features.extent(0));
+    return r;
   }
 
   Index m_features;

@@ -28,6 +28,15 @@ std::size_t checked_product(const std::vector<Index>& factors, const std::string
   return n / sizeof(float);
 }
 
+// targets(t C + c) = tokens(t + 1, c): the next token of every prediction, time-major.
+void fill_targets(const ExecutionSpace& exec, const ConstTokenMatrix& tokens, const LabelView& targets, Index rows,
+                  Index columns) {
+  Kokkos::parallel_for(
+      A2SGD_LABEL("a2sgd::nn::lstm_lm::targets"),
+      Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, rows),
+      KOKKOS_LAMBDA(Index r) { targets(r) = tokens(r / columns + 1, r % columns); });
+}
+
 FloatView allocate(const std::string& label, std::size_t n) {
   return FloatView(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::nn::lstm_lm::" + label), n);
 }
@@ -172,15 +181,11 @@ LossResult LstmLanguageModel::forward(const ExecutionSpace& exec, const FloatVie
       in = out;
     }
   }
-  const LabelView targets = m_targets;
-  Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::nn::lstm_lm::targets"),
-      Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, N),
-      KOKKOS_LAMBDA(Index r) { targets(r) = tokens(r / C + 1, r % C); });
+  fill_targets(exec, tokens, m_targets, N, C);
   const Matrix logits = buffer(m_logits, N, c.vocab);
   linear_forward(exec, in, m_store->matrix(params, m_decoder_weight), m_store->slice(params, m_decoder_bias), logits,
                  Activation::none);
-  return softmax_cross_entropy(exec, logits, Kokkos::subview(targets, Range(0, N)),
+  return softmax_cross_entropy(exec, logits, Kokkos::subview(m_targets, Range(0, N)),
                                want_grad ? buffer(m_dlogits, N, c.vocab) : Matrix(), 1.0f / static_cast<float>(N));
 }
 

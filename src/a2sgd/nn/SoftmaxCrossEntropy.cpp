@@ -27,16 +27,20 @@ A2SGD_HOST_CLONES double exp_sum(const float* z, float zmax, float* d, Index cla
   return sum;
 }
 
-// Host backends: one row per work item, three vectorised passes over its contiguous classes (max,
-// exp and sum, gradient), exp evaluated once per entry. At 10,000 classes exp dominates the loss.
-struct SoftmaxRows {
+// What both backends' functors read.
+struct SoftmaxArgs {
   ConstMatrix logits;
   ConstLabelView labels;
   Matrix dlogits;
   float grad_scale;
   Index classes;
   bool want_grad;
+};
 
+// Host backends: one row per work item, three vectorised passes over its contiguous classes (max,
+// exp and sum, gradient), exp evaluated once per entry. At 10,000 classes exp dominates the loss.
+template <bool HostBackend>  // a template: device builds never compile it (it calls host-only ISA clones)
+struct SoftmaxRows : SoftmaxArgs {
   KOKKOS_INLINE_FUNCTION void operator()(Index i, double& loss, std::int64_t& correct) const {
     const float* z = &logits(i, 0);
     float zmax = z[0];
@@ -66,60 +70,70 @@ struct SoftmaxRows {
   }
 };
 
+// Devices: one team per row, its threads over the classes (a row of 10,000 classes is one
+// block); exp(z - max) is stored in dlogits and scaled in place, so it is evaluated once.
+struct SoftmaxTeams : SoftmaxArgs {
+  using Team = Kokkos::TeamPolicy<ExecutionSpace>;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Team::member_type& team, double& loss, std::int64_t& correct) const {
+    const Index i = team.league_rank();
+    const auto range = Kokkos::TeamThreadRange(team, classes);
+    float zmax = logits(i, 0);
+    Kokkos::parallel_reduce(
+        range, [&](Index c, float& m) { m = logits(i, c) > m ? logits(i, c) : m; }, Kokkos::Max<float>(zmax));
+    Index arg = classes;
+    Kokkos::parallel_reduce(
+        range, [&](Index c, Index& a) { a = logits(i, c) == zmax && c < a ? c : a; }, Kokkos::Min<Index>(arg));
+    double sum = 0.0;
+    Kokkos::parallel_reduce(
+        range,
+        [&](Index c, double& s) {
+          const float e = detail::exp_vectorizable(logits(i, c) - zmax);
+          if (want_grad) dlogits(i, c) = e;
+          s += e;
+        },
+        sum);
+    const int label = labels(i);
+    if (want_grad) {
+      const float inv = static_cast<float>(1.0 / sum);
+      Kokkos::parallel_for(
+          range, [&](Index c) { dlogits(i, c) = (dlogits(i, c) * inv - (c == label ? 1.0f : 0.0f)) * grad_scale; });
+    }
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      loss += detail::log(sum) - static_cast<double>(logits(i, label) - zmax);
+      correct += arg == label;
+    });
+  }
+};
+
+// A template, so that the branch a backend does not take is never instantiated (the host
+// functor calls host-only ISA clones).
+template <bool HostBackend>
+void run(const ExecutionSpace& exec, const ConstMatrix& logits, const ConstLabelView& labels, const Matrix& dlogits,
+         float grad_scale, LossResult& r) {
+  const Index rows = static_cast<Index>(logits.extent(0));
+  const SoftmaxArgs args{
+      logits, labels, dlogits, grad_scale, static_cast<Index>(logits.extent(1)), dlogits.extent(0) > 0};
+  if constexpr (HostBackend) {
+    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::nn::softmax_cross_entropy"),
+                            Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, rows),
+                            SoftmaxRows<HostBackend>{args}, r.loss_sum, r.correct);
+  } else {
+    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::nn::softmax_cross_entropy"),
+                            SoftmaxTeams::Team(exec, static_cast<int>(rows), Kokkos::AUTO), SoftmaxTeams{args},
+                            r.loss_sum, r.correct);
+  }
+}
+
 }  // namespace
 
 LossResult softmax_cross_entropy(const ExecutionSpace& exec, const ConstMatrix& logits, const ConstLabelView& labels,
                                  const Matrix& dlogits, float grad_scale) {
-  constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
-  const Index rows = static_cast<Index>(logits.extent(0));
-  const Index classes = static_cast<Index>(logits.extent(1));
-  const bool want_grad = dlogits.extent(0) > 0;
   LossResult r;
-  r.count = rows;
-  if (rows == 0) return r;
-  if constexpr (host_backend) {
-    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::nn::softmax_cross_entropy"),
-                            Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, rows),
-                            SoftmaxRows{logits, labels, dlogits, grad_scale, classes, want_grad}, r.loss_sum,
-                            r.correct);
-    return r;
-  }
-  // Devices: one team per row, its threads over the classes (a row of 10,000 classes is one
-  // block); exp(z - max) is stored in dlogits and scaled in place, so it is evaluated once.
-  using Team = Kokkos::TeamPolicy<ExecutionSpace>;
-  Kokkos::parallel_reduce(
-      A2SGD_LABEL("a2sgd::nn::softmax_cross_entropy"), Team(exec, static_cast<int>(rows), Kokkos::AUTO),
-      KOKKOS_LAMBDA(const Team::member_type& team, double& loss, std::int64_t& correct) {
-        const Index i = team.league_rank();
-        const auto range = Kokkos::TeamThreadRange(team, classes);
-        float zmax = logits(i, 0);
-        Kokkos::parallel_reduce(
-            range, [&](Index c, float& m) { m = logits(i, c) > m ? logits(i, c) : m; }, Kokkos::Max<float>(zmax));
-        Index arg = classes;
-        Kokkos::parallel_reduce(
-            range, [&](Index c, Index& a) { a = logits(i, c) == zmax && c < a ? c : a; }, Kokkos::Min<Index>(arg));
-        double sum = 0.0;
-        Kokkos::parallel_reduce(
-            range,
-            [&](Index c, double& s) {
-              const float e = detail::exp_vectorizable(logits(i, c) - zmax);
-              if (want_grad) dlogits(i, c) = e;
-              s += e;
-            },
-            sum);
-        const int label = labels(i);
-        if (want_grad) {
-          const float inv = static_cast<float>(1.0 / sum);
-          team.team_barrier();
-          Kokkos::parallel_for(
-              range, [&](Index c) { dlogits(i, c) = (dlogits(i, c) * inv - (c == label ? 1.0f : 0.0f)) * grad_scale; });
-        }
-        Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          loss += detail::log(sum) - static_cast<double>(logits(i, label) - zmax);
-          correct += arg == label;
-        });
-      },
-      r.loss_sum, r.correct);
+  r.count = static_cast<std::int64_t>(logits.extent(0));
+  if (r.count == 0) return r;
+  run<Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible>(exec, logits, labels, dlogits,
+                                                                                 grad_scale, r);
   return r;
 }
 
