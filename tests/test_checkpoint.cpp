@@ -269,3 +269,54 @@ TEST_CASE("bad checkpoint files fail on every rank with the file named and stay 
   comm.barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }
+
+namespace {
+
+// Replaces the "names" attribute of `dataset` in `path` (a fixed-length string, as the writer's).
+void set_names(const std::string& path, const char* dataset, const std::string& names) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  const hid_t d = H5Dopen2(f, dataset, H5P_DEFAULT);
+  H5Adelete(d, "names");
+  const hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, names.size());
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate2(d, "names", type, space, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, type, names.data());
+  H5Aclose(a), H5Sclose(space), H5Tclose(type), H5Dclose(d), H5Fclose(f);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "per-rank values: names that do not match the columns are refused, optional ones keep their value, "
+    "model state round trips",
+    "[checkpoint]") {
+  Communicator comm;
+  const fs::path dir = shared_dir(comm, "named");
+  auto state = make_state(comm.rank());
+  state.model_state = {{"carried", filled(6, comm.rank(), 11), StateMerge::mean}};
+  const std::string good = io::checkpoint_path(dir.string(), 5);
+  io::write_checkpoint(comm, good, make_meta(comm, 5), state);
+  // The model state comes back bit for bit at the same rank count; an optional scalar the file
+  // lacks keeps the caller's value.
+  auto back = empty_state();
+  back.model_state = {{"carried", FloatView("c", 11), StateMerge::mean}};
+  back.scalars.emplace_back("newer_value", 42.0);
+  back.optional_scalars = {"newer_value"};
+  io::read_checkpoint(comm, good, io::read_checkpoint_metadata(comm, good), back);
+  CHECK(to_host(back.model_state[0].view) == to_host(state.model_state[0].view));
+  CHECK(back.scalars[2].second == 42.0);
+  CHECK(back.scalars[0].second == 1.5 + comm.rank());
+  // A crafted file whose names list more values than the dataset has columns.
+  const std::string crafted = (dir / "crafted.h5").string();
+  if (comm.rank() == 0) {
+    fs::copy_file(good, crafted);
+    set_names(crafted, "/replicas/scalars", "loss_sum\nbytes\nextra");
+  }
+  comm.barrier();
+  auto again = empty_state();
+  CHECK_THROWS_WITH(io::read_checkpoint(comm, crafted, io::read_checkpoint_metadata(comm, crafted), again),
+                    A2SGD_CONTAINS("has 2 columns but names 3 values") && A2SGD_CONTAINS(crafted));
+  comm.barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
