@@ -1,9 +1,11 @@
 #pragma once
 // JSON Lines records: one flat object per line, written by rank 0.
 
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -83,11 +85,16 @@ class MetricsWriter {
     if (!m_file.is_open()) return;
     m_file << record.str() << '\n';
     m_file.flush();
+    if (!m_file.good() && m_error.empty()) m_error = std::strerror(errno);
   }
+  /// Why a write failed ("" while every record reached the file).
+  const std::string& error() const { return m_error; }
+  const std::string& path() const { return m_path; }
 
  private:
   std::ofstream m_file;
   std::string m_path;
+  std::string m_error;
 };
 
 }  // namespace a2sgd::train

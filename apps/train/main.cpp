@@ -134,6 +134,15 @@ int run(int argc, char** argv, const Communicator& comm) {
     report(comm, std::string("error: ") + e.what());
     return 2;
   }
+  // A metrics file that could not be written (disk full) fails the run on every rank at its end.
+  auto metrics_lost = [&] {
+    double lost = comm.rank() == 0 && !reporter->metrics().error().empty() ? 1.0 : 0.0;
+    comm.allreduce(&lost, 1, MPI_MAX);
+    if (lost > 0)
+      report(comm, "error: --metrics " + reporter->metrics().path() + ": writing failed (" +
+                       reporter->metrics().error() + "); the metrics of this run are incomplete");
+    return lost > 0;
+  };
   try {
     if (trainer.run() == train::Trainer::Outcome::stopped) {
       const std::string& file = trainer.stop_checkpoint();
@@ -145,7 +154,7 @@ int run(int argc, char** argv, const Communicator& comm) {
       // mpirun takes the job down when the first rank exits non-zero: no rank leaves before rank 0
       // has reported.
       comm.barrier();
-      return exit_code_requeue;
+      return metrics_lost() ? 1 : exit_code_requeue;
     }
   } catch (const NonFiniteError& e) {
     char hint[96];
@@ -156,7 +165,7 @@ int run(int argc, char** argv, const Communicator& comm) {
     report(comm, std::string("error: ") + e.what());
     return 1;
   }
-  return 0;
+  return metrics_lost() ? 1 : 0;
 }
 
 }  // namespace

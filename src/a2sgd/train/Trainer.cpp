@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -51,6 +52,17 @@ std::uint64_t counter(double v, const char* name, const std::string& path) {
   return static_cast<std::uint64_t>(v);
 }
 
+// Fails now, not at the first checkpoint after hours of training: the directory can be created
+// and a file written in it.
+void require_writable_directory(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InvalidArgument("--checkpoint-dir " + dir + ": " + ec.message());
+  const std::filesystem::path probe = std::filesystem::path(dir) / ".a2sgd-write-probe";
+  if (!std::ofstream(probe).good()) throw InvalidArgument("--checkpoint-dir " + dir + ": cannot create files there");
+  std::filesystem::remove(probe, ec);
+}
+
 }  // namespace
 
 Trainer::Trainer(const TrainerConfig& config, const Communicator& comm, nn::Model& model, ParameterStore& store,
@@ -85,6 +97,7 @@ void Trainer::setup() {
     m_schedule = std::make_unique<LrSchedule>(lr);
     m_optimizer = std::make_unique<Optimizer>(c.optimizer, m_store.size());
     if (c.clip_norm > 0.0) m_clipper = std::make_unique<GradientClipper>(c.clip_norm);
+    if (!c.checkpoint_dir.empty() && !c.eval_only && m_comm.rank() == 0) require_writable_directory(c.checkpoint_dir);
   });
 
   ExchangeConfig exchange = c.exchange;
