@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 namespace a2sgd::nn {
 namespace {
@@ -200,13 +201,14 @@ LossResult LstmLanguageModel::forward_backward(const ExecutionSpace& exec, const
     if (drop) return buffer(m_dropped[l], N, H);
     return Kokkos::subview(buffer(m_h[l], N + C, H), Range(C, N + C), Kokkos::ALL);
   };
-  Matrix dy = buffer(m_dy_a, N, H);
+  // Ping-pong: the gradient of a layer's output in one buffer, of its input in the other.
+  FloatView current = m_dy_a, spare = m_dy_b;
+  Matrix dy = buffer(current, N, H);
   linear_backward(exec, layer_output(c.layers - 1), buffer(m_dlogits, N, c.vocab),
                   m_store->matrix(params, m_decoder_weight), m_store->matrix(grads, m_decoder_weight),
                   m_store->slice(grads, m_decoder_bias), dy, Activation::none);
   if (drop) dropout(exec, dy, dy, c.dropout, dropout_key(context, static_cast<unsigned>(c.layers)));
   const LstmBackwardScratch scratch{buffer(m_dgates, N, 4 * H), buffer(m_dh_next, C, H), buffer(m_dc, C, H)};
-  FloatView spare = m_dy_b;
   for (Index l = c.layers; l-- > 0;) {
     const Index in_width = l == 0 ? c.embedding : H;
     const ConstMatrix in = l == 0 ? ConstMatrix(buffer(m_x0, N, c.embedding)) : layer_output(l - 1);
@@ -214,7 +216,7 @@ LossResult LstmLanguageModel::forward_backward(const ExecutionSpace& exec, const
     const Matrix dx = buffer(spare, N, in_width);
     lstm_backward(exec, C, in, layer_weights(params, l), act, dy, scratch, layer_weights(grads, l), dx);
     if (drop) dropout(exec, dx, dx, c.dropout, dropout_key(context, static_cast<unsigned>(l)));
-    spare = FloatView(dy.data() == m_dy_a.data() ? m_dy_a : m_dy_b);
+    std::swap(current, spare);
     dy = dx;
   }
   // Tied: the decoder's GEMM wrote the weight gradient; the embedding's rows add to it.
