@@ -252,3 +252,54 @@ TEST_CASE("the vectorisable exp is within 1 ulp of exp, with IEEE overflow, unde
   CHECK(detail::exp_vectorizable(-INFINITY) == 0.0f);
   CHECK(std::isnan(detail::exp_vectorizable(std::nanf(""))));
 }
+
+TEST_CASE("the vectorisable sigmoid and tanh are within 1 ulp, saturate, and keep NaN", "[nn][math]") {
+  // Both are evaluated in double (exp to 6e-9 relative; tanh's Taylor branch to 1e-10) and rounded
+  // once: 0.5 ulp plus a small fraction. Swept across both branches of tanh and far into saturation.
+  double worst_sigmoid = 0.0, worst_tanh = 0.0;
+  auto ulp_error = [](float got, double want) {
+    const auto wantf = static_cast<float>(want);
+    if (wantf == 0.0f) return got == 0.0f || std::abs(got) <= std::numeric_limits<float>::denorm_min() ? 0.0 : 1e9;
+    const double ulp = double(std::nextafter(std::abs(wantf), INFINITY)) - std::abs(wantf);
+    return std::abs(double(got) - want) / ulp;
+  };
+  for (float x = -120.0f; x < 120.0f; x += std::max(std::abs(x) * 2e-6f, 1e-7f)) {
+    worst_sigmoid = std::max(worst_sigmoid, ulp_error(detail::sigmoid(x), 1.0 / (1.0 + std::exp(-double(x)))));
+    worst_tanh = std::max(worst_tanh, ulp_error(detail::tanh(x), std::tanh(double(x))));
+  }
+  INFO("largest errors: sigmoid " << worst_sigmoid << " ulp, tanh " << worst_tanh << " ulp");
+  CHECK(worst_sigmoid <= 1.0);
+  CHECK(worst_tanh <= 1.0);
+  CHECK(detail::sigmoid(0.0f) == 0.5f);
+  CHECK(detail::sigmoid(200.0f) == 1.0f);
+  CHECK(detail::sigmoid(-200.0f) == 0.0f);
+  CHECK(detail::sigmoid(INFINITY) == 1.0f);
+  CHECK(detail::sigmoid(-INFINITY) == 0.0f);
+  CHECK(detail::tanh(0.0f) == 0.0f);
+  CHECK(detail::tanh(1e-30f) == 1e-30f);
+  CHECK(detail::tanh(30.0f) == 1.0f);
+  CHECK(detail::tanh(-INFINITY) == -1.0f);
+  CHECK(std::isnan(detail::sigmoid(std::nanf(""))));
+  CHECK(std::isnan(detail::tanh(std::nanf(""))));
+}
+
+TEST_CASE("column sums add each column's rows in order in double, on strided rows too", "[nn]") {
+  // Bias gradients: every backend must round the same in-order double sum once, so the result is
+  // compared bit for bit with that reference (a kernel that summed in float, in another order or
+  // skipped the last partial block of columns would differ).
+  const Index rows = 701, cols = 1000;
+  const Matrix full = random_matrix(rows + 3, cols + 37, 5);
+  const ConstMatrix dy =
+      Kokkos::subview(full, std::make_pair(Index(2), Index(2 + rows)), std::make_pair(Index(5), Index(5 + cols)));
+  FloatView out("out", static_cast<std::size_t>(cols));
+  nn::column_sums(ExecutionSpace(), dy, out);
+  const auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), full);
+  const auto got = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+  int mismatches = 0;
+  for (Index c = 0; c < cols; ++c) {
+    double s = 0.0;
+    for (Index r = 0; r < rows; ++r) s += h(2 + r, 5 + c);
+    mismatches += got(c) != static_cast<float>(s);
+  }
+  CHECK(mismatches == 0);
+}

@@ -1,8 +1,8 @@
 #include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/impl/BitPack.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
-#include <a2sgd/compress/impl/HostClones.hpp>
-#include <a2sgd/compress/impl/Norms.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
+#include <a2sgd/core/impl/Norms.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 
 #include <limits>
@@ -133,7 +133,7 @@ void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Opt
   const Index n = size();
   const FloatView e = m_residual;
   compress::impl::fold_into_residual(exec(), grad, e, non_finite_count());
-  compress::impl::l1_norm(exec(), e, m_l1);
+  detail::l1_norm(exec(), e, m_l1);
   // Pack the scale and the signs (bit set: negative) and take s sign(a) out of the residual.
   pack(exec(), m_words, e, n, Scale{m_l1, non_finite_count(), n});
   exec().fence();

@@ -1,7 +1,7 @@
 #include <a2sgd/compress/QsgdExchange.hpp>
 #include <a2sgd/compress/impl/BitPack.hpp>
-#include <a2sgd/compress/impl/HostClones.hpp>
-#include <a2sgd/compress/impl/Norms.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
+#include <a2sgd/core/impl/Norms.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/Random.hpp>
@@ -204,7 +204,7 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   Stopwatch clock;
   const Index n = size();
   const ConstFloatView g = grad;
-  compress::impl::squared_norm(exec(), g, m_sum_sq);
+  detail::squared_norm(exec(), g, m_sum_sq);
   const std::uint64_t key =
       derive_seed(derive_seed(m_options.seed, steps()), static_cast<std::uint64_t>(comm().rank()));
   const QsgdField field{0.0f, static_cast<std::uint32_t>(m_options.levels), m_bits, key};

@@ -1,5 +1,5 @@
 #include <a2sgd/compress/TwoMeans.hpp>
-#include <a2sgd/compress/impl/HostClones.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/Math.hpp>
 

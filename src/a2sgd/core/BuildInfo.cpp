@@ -1,4 +1,4 @@
-#include <a2sgd/compress/impl/HostClones.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/core/Version.hpp>

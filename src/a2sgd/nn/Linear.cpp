@@ -1,6 +1,7 @@
 #include <a2sgd/nn/Linear.hpp>
 
 #include <a2sgd/core/impl/Gemm.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 
 namespace a2sgd::nn {
 namespace {
@@ -8,14 +9,21 @@ namespace {
 using Policy2 = Kokkos::MDRangePolicy<ExecutionSpace, Kokkos::Rank<2>>;
 
 // Free functions rather than lambdas in members: nvcc rejects extended lambdas in some scopes.
-void add_bias_activate(const ExecutionSpace& exec, const Matrix& y, const FloatView& bias, Activation act) {
-  const bool relu = act == Activation::relu;
+// Every row of y set to the bias: the GEMM then accumulates onto it (beta = 1), so the bias costs
+// the write that a beta = 0 GEMM spends on clearing y anyway, not a second pass over y.
+void broadcast_bias(const ExecutionSpace& exec, const Matrix& y, const FloatView& bias) {
   Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::nn::bias_activation"),
+      A2SGD_LABEL("a2sgd::nn::bias_broadcast"),
+      Policy2(exec, {0, 0}, {static_cast<Index>(y.extent(0)), static_cast<Index>(y.extent(1))}),
+      KOKKOS_LAMBDA(Index r, Index c) { y(r, c) = bias(c); });
+}
+
+void relu(const ExecutionSpace& exec, const Matrix& y) {
+  Kokkos::parallel_for(
+      A2SGD_LABEL("a2sgd::nn::relu"),
       Policy2(exec, {0, 0}, {static_cast<Index>(y.extent(0)), static_cast<Index>(y.extent(1))}),
       KOKKOS_LAMBDA(Index r, Index c) {
-        const float v = y(r, c) + bias(c);
-        y(r, c) = relu && v < 0.0f ? 0.0f : v;
+        if (y(r, c) < 0.0f) y(r, c) = 0.0f;
       });
 }
 
@@ -30,22 +38,62 @@ void relu_mask(const ExecutionSpace& exec, const Matrix& dx, const ConstMatrix& 
 
 }  // namespace
 
+namespace {
+
+constexpr Index column_block = 256;
+
+// Host backends: rows streamed in order into a block of column accumulators, so the inner loop runs
+// along contiguous memory and vectorises (compiled per ISA, core/impl/HostClones.hpp). Each column
+// still adds its rows in order 0, 1, ..., so the sums equal the one-column-per-thread kernel's bit
+// for bit.
+A2SGD_HOST_CLONES void column_block_sums(const float* dy, Index stride, Index rows, Index count, float* out) {
+  double acc[column_block];
+  for (Index c = 0; c < count; ++c) acc[c] = 0.0;
+  for (Index r = 0; r < rows; ++r) {
+    const float* row = dy + r * stride;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+    for (Index c = 0; c < count; ++c) acc[c] += static_cast<double>(row[c]);
+  }
+  for (Index c = 0; c < count; ++c) out[c] = static_cast<float>(acc[c]);
+}
+
+// A template so that device builds never instantiate the host branch (it calls ISA clones).
+template <bool HostBackend>
+void column_sums_on(const ExecutionSpace& exec, const ConstMatrix& dy, const FloatView& out) {
+  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
+  const Index rows = static_cast<Index>(dy.extent(0)), cols = static_cast<Index>(dy.extent(1));
+  if constexpr (HostBackend) {
+    const Index stride = static_cast<Index>(dy.stride_0());
+    Kokkos::parallel_for(A2SGD_LABEL("a2sgd::nn::bias_grad"), Policy(exec, 0, (cols + column_block - 1) / column_block),
+                         [=](Index b) {
+                           const Index c0 = b * column_block;
+                           const Index count = c0 + column_block < cols ? column_block : cols - c0;
+                           column_block_sums(dy.data() + c0, stride, rows, count, out.data() + c0);
+                         });
+  } else {
+    Kokkos::parallel_for(
+        A2SGD_LABEL("a2sgd::nn::bias_grad"), Policy(exec, 0, cols), KOKKOS_LAMBDA(Index c) {
+          double s = 0.0;
+          for (Index r = 0; r < rows; ++r) s += dy(r, c);
+          out(c) = static_cast<float>(s);
+        });
+  }
+}
+
+}  // namespace
+
 void column_sums(const ExecutionSpace& exec, const ConstMatrix& dy, const FloatView& out) {
-  const Index rows = static_cast<Index>(dy.extent(0));
-  Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::nn::bias_grad"),
-      Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(dy.extent(1))),
-      KOKKOS_LAMBDA(Index c) {
-        double s = 0.0;
-        for (Index r = 0; r < rows; ++r) s += dy(r, c);
-        out(c) = static_cast<float>(s);
-      });
+  if (dy.extent(1) == 0) return;
+  column_sums_on<Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible>(exec, dy, out);
 }
 
 void linear_forward(const ExecutionSpace& exec, const ConstMatrix& x, const MatrixView& weight, const FloatView& bias,
                     const Matrix& y, Activation act) {
-  detail::gemm(exec, "N", "T", 1.0f, x, weight, 0.0f, y);
-  add_bias_activate(exec, y, bias, act);
+  broadcast_bias(exec, y, bias);
+  detail::gemm(exec, "N", "T", 1.0f, x, weight, 1.0f, y);
+  if (act == Activation::relu) relu(exec, y);
 }
 
 void linear_backward(const ExecutionSpace& exec, const ConstMatrix& x, const ConstMatrix& dy, const MatrixView& weight,

@@ -1,5 +1,5 @@
-#include <a2sgd/compress/impl/HostClones.hpp>
 #include <a2sgd/core/Math.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 #include <a2sgd/nn/SoftmaxCrossEntropy.hpp>
 
 namespace a2sgd::nn {
@@ -27,6 +27,24 @@ A2SGD_HOST_CLONES double exp_sum(const float* z, float zmax, float* d, Index cla
   return sum;
 }
 
+// The lowest index c with z[c] == v (classes if none), so that ties resolve the same on every
+// backend: chunks tested with a vectorised compare, the one that holds v scanned.
+A2SGD_HOST_CLONES Index first_index_of(const float* z, float v, Index classes) {
+  constexpr Index chunk = 64;
+  for (Index c0 = 0; c0 < classes; c0 += chunk) {
+    const Index end = c0 + chunk < classes ? c0 + chunk : classes;
+    int hit = 0;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(| : hit)
+#endif
+    for (Index c = c0; c < end; ++c) hit |= z[c] == v;
+    if (hit)
+      for (Index c = c0; c < end; ++c)
+        if (z[c] == v) return c;
+  }
+  return classes;
+}
+
 // What both backends' functors read.
 struct SoftmaxArgs {
   ConstMatrix logits;
@@ -48,13 +66,7 @@ struct SoftmaxRows : SoftmaxArgs {
 #pragma omp simd reduction(max : zmax)
 #endif
     for (Index c = 0; c < classes; ++c) zmax = z[c] > zmax ? z[c] : zmax;
-    // The lowest index of the maximum, so that ties resolve the same on every backend.
-    Index arg = classes;
-    for (Index c = 0; c < classes; ++c)
-      if (z[c] == zmax) {
-        arg = c;
-        break;
-      }
+    const Index arg = first_index_of(z, zmax, classes);
     const int label = labels(i);
     const double sum = exp_sum(z, zmax, want_grad ? &dlogits(i, 0) : nullptr, classes);
     if (want_grad) {

@@ -1,5 +1,5 @@
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
-#include <a2sgd/compress/impl/HostClones.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 #include <a2sgd/compress/impl/TopkSelect.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/HalfFloat.hpp>

@@ -1,8 +1,8 @@
-#include <a2sgd/compress/impl/HostClones.hpp>
-#include <a2sgd/compress/impl/Norms.hpp>
 #include <a2sgd/core/Math.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
+#include <a2sgd/core/impl/Norms.hpp>
 
-namespace a2sgd::compress::impl {
+namespace a2sgd::detail {
 namespace {
 
 using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
@@ -17,7 +17,7 @@ A2SGD_HOST_CLONES double block_abs_sum(const float* x, Index count) {
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd reduction(+ : acc)
 #endif
-  for (Index i = 0; i < count; ++i) acc += static_cast<double>(a2sgd::detail::abs(x[i]));
+  for (Index i = 0; i < count; ++i) acc += static_cast<double>(detail::abs(x[i]));
   return acc;
 }
 
@@ -64,4 +64,4 @@ void squared_norm(const ExecutionSpace& exec, const ConstFloatView& x, const Kok
   norm<true>(exec, A2SGD_LABEL("a2sgd::compress::squared_norm"), x, total);
 }
 
-}  // namespace a2sgd::compress::impl
+}  // namespace a2sgd::detail

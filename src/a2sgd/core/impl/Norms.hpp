@@ -3,7 +3,7 @@
 
 #include <a2sgd/core/Types.hpp>
 
-namespace a2sgd::compress::impl {
+namespace a2sgd::detail {
 
 /// total() = sum_i |x_i| in double (EF-sign's scale).
 void l1_norm(const ExecutionSpace& exec, const ConstFloatView& x, const Kokkos::View<double, MemorySpace>& total);
@@ -11,4 +11,4 @@ void l1_norm(const ExecutionSpace& exec, const ConstFloatView& x, const Kokkos::
 /// total() = sum_i x_i^2 in double (QSGD's norm, squared).
 void squared_norm(const ExecutionSpace& exec, const ConstFloatView& x, const Kokkos::View<double, MemorySpace>& total);
 
-}  // namespace a2sgd::compress::impl
+}  // namespace a2sgd::detail
