@@ -233,12 +233,14 @@ TEST_CASE("A2SGD matches the reference over several steps (residual carried)", "
   }
 }
 
-TEST_CASE("A2SGD fuses momentum and Adam into its update pass", "[a2sgd][optim]") {
+TEST_CASE("A2SGD with decoded moments fuses momentum and Adam into its update pass", "[a2sgd][optim]") {
   for (OptimizerKind kind : {OptimizerKind::momentum, OptimizerKind::adam}) {
     INFO("optimizer " << to_string(kind));
     Communicator comm;
     const std::size_t n = 999;
-    A2sgdExchange exchange(comm, static_cast<Index>(n));
+    A2sgdOptions decoded;
+    decoded.moments = MomentScheme::decoded;  // the optimizer's moments follow the decoded update
+    A2sgdExchange exchange(comm, static_cast<Index>(n), decoded);
     OptimizerConfig cfg;
     cfg.kind = kind;
     Optimizer opt(cfg, static_cast<Index>(n));
@@ -398,4 +400,97 @@ TEST_CASE("exchange methods are selected by name", "[a2sgd][factory]") {
   if (comm.size() > 1) CHECK_THROWS_AS(make_exchange(cfg, comm, 10), CollectiveError);
   CHECK_THROWS_WITH(parse_global_averaging("median"), A2SGD_CONTAINS("mean, weighted"));
   CHECK_THROWS_WITH(parse_residual_reference("x"), A2SGD_CONTAINS("local, global"));
+}
+
+TEST_CASE("local moment schemes: A2SGD compresses each rank's optimizer direction", "[a2sgd][optim]") {
+  // docs/algorithm.md, "Momentum and Adam with A2SGD": the moments follow this rank's own gradient,
+  // the direction d they give is what the two means compress (a = d + e), every rank moves by
+  // -lr u with u in {M_pos, M_neg, 0}, and the residual keeps a minus its local mean.
+  struct Case {
+    OptimizerKind kind;
+    MomentScheme scheme;
+    std::uint64_t warmup;
+  };
+  for (const Case& k :
+       {Case{OptimizerKind::momentum, MomentScheme::local, 0}, Case{OptimizerKind::adam, MomentScheme::local, 0},
+        Case{OptimizerKind::adam, MomentScheme::frozen, 2}}) {
+    INFO("optimizer " << to_string(k.kind) << ", moments " << to_string(k.scheme));
+    Communicator comm;
+    const std::size_t n = 777;
+    A2sgdOptions o;
+    o.moments = k.scheme;
+    o.warmup_steps = k.warmup;
+    A2sgdExchange exchange(comm, static_cast<Index>(n), o);
+    OptimizerConfig cfg;
+    cfg.kind = k.kind;
+    Optimizer opt(cfg, static_cast<Index>(n));
+    auto x = to_device(std::vector<float>(n, 1.0f));
+    const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    for (int t = 1; t <= 5; ++t) {
+      INFO("step " << t);
+      const auto g = random_gradient(n, 70u * static_cast<unsigned>(t) + static_cast<unsigned>(comm.rank()));
+      const auto x0 = to_host(x), e0 = to_host(exchange.residual());
+      const auto first0 = to_host(opt.state()[0].view);
+      const auto second0 = k.kind == OptimizerKind::adam ? to_host(opt.state()[1].view) : std::vector<float>();
+      exchange.step(x, to_device(g), opt, lr);
+      if (static_cast<std::uint64_t>(t) <= k.warmup) continue;  // dense warm-up: the plain optimizer
+      const auto x1 = to_host(x), e1 = to_host(exchange.residual());
+      const auto first1 = to_host(opt.state()[0].view);
+      const auto second1 = k.kind == OptimizerKind::adam ? to_host(opt.state()[1].view) : std::vector<float>();
+      const auto [m_pos, m_neg] = exchange.last_global_means();
+      const auto [mu_pos, mu_neg] = exchange.last_local_means();
+      CHECK(same_on_all_ranks(m_pos));
+      CHECK(same_on_all_ranks(m_neg));
+      REQUIRE(m_pos > 0.0);
+      REQUIRE(m_neg < 0.0);
+      const double c1 = 1.0 / (1.0 - std::pow(b1, t));
+      const double c2 = 1.0 / std::sqrt(1.0 - std::pow(b2, k.scheme == MomentScheme::frozen ? double(k.warmup) : t));
+      int bad_state = 0, bad_update = 0, bad_residual = 0, frozen_changed = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        Rounded d;
+        if (k.kind == OptimizerKind::momentum) {
+          bad_state += !within(first1[i], to_float(0.9) * exact(first0[i]) + exact(g[i]));
+          d = exact(first1[i]);
+        } else {
+          const Rounded one = exact(1.0);
+          bad_state += !within(first1[i], to_float(b1) * exact(first0[i]) + (one - to_float(b1)) * exact(g[i]));
+          if (k.scheme == MomentScheme::frozen)
+            frozen_changed += second1[i] != second0[i];
+          else
+            bad_state += !within(second1[i],
+                                 to_float(b2) * exact(second0[i]) + (one - to_float(b2)) * exact(g[i]) * exact(g[i]));
+          d = (exact(first1[i]) * to_float(c1)) / (sqrt(exact(second1[i])) * to_float(c2) + to_float(eps));
+        }
+        // The sign class of a = d + e from the move: u = M_pos, M_neg or 0.
+        const double moved = double(x0[i]) - double(x1[i]);
+        const int cls = moved > 0 ? 1 : (moved < 0 ? -1 : 0);
+        const Rounded u = exact(cls > 0 ? m_pos : (cls < 0 ? m_neg : 0.0));
+        Rounded xr = exact(x0[i]);
+        sgd_step(xr, Rounded{u.v, std::abs(u.v) * u32}, lr);
+        bad_update += !within(x1[i], xr);
+        const Rounded a = d + exact(e0[i]);
+        bad_update += cls != 0 && (a.v > a.e ? 1 : (a.v < -a.e ? -1 : cls)) != cls;  // the class is a's sign
+        const Rounded ref = exact(cls > 0 ? mu_pos : (cls < 0 ? mu_neg : 0.0));
+        bad_residual += !within(e1[i], a - Rounded{ref.v, std::abs(ref.v) * u32});
+      }
+      CHECK(bad_state == 0);
+      CHECK(frozen_changed == 0);
+      CHECK(bad_update == 0);
+      CHECK(bad_residual == 0);
+    }
+  }
+}
+
+TEST_CASE("moment schemes the optimizer does not define are refused", "[a2sgd][optim][errors]") {
+  OptimizerConfig momentum;
+  momentum.kind = OptimizerKind::momentum;
+  CHECK_THROWS_WITH(check_moment_scheme(momentum, MomentScheme::frozen, 10), A2SGD_CONTAINS("Adam only"));
+  OptimizerConfig adam;
+  adam.kind = OptimizerKind::adam;
+  CHECK_THROWS_WITH(check_moment_scheme(adam, MomentScheme::frozen, 0), A2SGD_CONTAINS("warm-up"));
+  CHECK_NOTHROW(check_moment_scheme(adam, MomentScheme::frozen, 1));
+  momentum.nesterov = true;
+  CHECK_THROWS_WITH(check_moment_scheme(momentum, MomentScheme::local, 0), A2SGD_CONTAINS("Nesterov"));
+  CHECK_NOTHROW(check_moment_scheme(momentum, MomentScheme::decoded, 0));
+  CHECK_THROWS_WITH(parse_moment_scheme("late"), A2SGD_CONTAINS("decoded, local, frozen"));
 }

@@ -40,6 +40,11 @@ class Reporter final : public TrainObserver {
     std::fprintf(stderr, "a2sgd-train: warning: %s\n", text.c_str());
     std::fflush(stderr);
   }
+  void rank_warning(int rank, const std::string& text) override {
+    if (m_rank0) m_progress.line("");
+    std::fprintf(stderr, "a2sgd-train: rank %d: warning: %s\n", rank, text.c_str());
+    std::fflush(stderr);
+  }
   void finish() override { m_progress.finish(); }
 
  private:

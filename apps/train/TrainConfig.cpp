@@ -58,10 +58,12 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   // Signed types for sizes so that "-5" is rejected with a message instead of wrapping around.
   std::string hidden = "256,256", init = "he", optimizer, schedule = "constant", compressor = "a2sgd";
   std::string averaging = "mean", residual = "local", error_feedback = "on", config_file, granularity = "model";
+  std::string moments = "local";
   long long epochs = 3, steps = 0, batch = 64, eval_every = -1, log_every = 50, warmup = 0, lr_warmup = 0;
   long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
   long long checkpoint_every = 0, keep_checkpoints = 3;
   long long syn_train = 20000, syn_test = 4000, syn_features = 784, syn_classes = 10;
+  long long divergence_patience = 3;
   long long qsgd_levels = 256, powersgd_rank = 2, layers = 2, bptt = 35;
   double lr = -1.0, momentum = 0.9, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma = 0.1,
          lr_min = 0.0, separation = 3.0, topk_ratio = 0.001, randomk_ratio = 0.001, dropout = 0.0, clip = -1.0,
@@ -126,6 +128,9 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "model (2 scalars per step) | layer (2 per tensor, one all-reduce)")(
       "a2sgd-error-feedback", po::value(&error_feedback)->default_value(error_feedback), "on | off")(
       "a2sgd-warmup-steps", po::value(&warmup)->default_value(warmup), "first steps exchanged dense")(
+      "a2sgd-moments", po::value(&moments)->default_value(moments),
+      "momentum/Adam with A2SGD: local (each rank's optimizer direction compressed) | decoded (moments of "
+      "the decoded update) | frozen (Adam: variance frozen after the dense warm-up; adam-eps defaults to 1e-4)")(
       "a2sgd-average-every", po::value(&average_every)->default_value(average_every),
       "average the replicas every K steps (0: never)")("topk-ratio", po::value(&topk_ratio)->default_value(topk_ratio),
                                                        "topk: fraction of entries sent per step")(
@@ -144,7 +149,13 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "output-dir", po::value(&c.output_dir), "directory for metrics.jsonl and config.ini")(
       "metrics", po::value(&c.metrics), "JSON Lines metrics file (default: <output-dir>/metrics.jsonl)")(
       "quiet", po::bool_switch(&c.quiet), "no progress output")("no-progress-bar",
-                                                                "plain progress lines even on a terminal");
+                                                                "plain progress lines even on a terminal")(
+      "divergence-threshold", po::value(&c.divergence_threshold)->default_value(c.divergence_threshold),
+      "warn on every rank when the replica divergence exceeds this at an evaluation (0: off)")(
+      "divergence-patience", po::value(&divergence_patience)->default_value(divergence_patience),
+      "warn when the averaged model's first-split loss rose at this many consecutive evaluations (0: off)")(
+      "stop-on-divergence", po::bool_switch(&c.stop_on_divergence),
+      "stop every rank with exit code 3 when a divergence warning is raised");
   po::options_description ckpt("Checkpoints");
   ckpt.add_options()("checkpoint-dir", po::value(&c.checkpoint_dir), "directory of checkpoint files")(
       "checkpoint-every", po::value(&checkpoint_every)->default_value(checkpoint_every),
@@ -230,6 +241,10 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   require(lr_warmup >= 0, "lr-warmup-steps", lr_warmup, "must not be negative");
   require(lr_step_size > 0, "lr-step-size", lr_step_size, "must be positive");
   require(warmup >= 0, "a2sgd-warmup-steps", warmup, "must not be negative");
+  require(std::isfinite(c.divergence_threshold) && c.divergence_threshold >= 0.0, "divergence-threshold",
+          c.divergence_threshold, "must be >= 0 (0: off)");
+  require(divergence_patience >= 0, "divergence-patience", divergence_patience, "must not be negative (0: off)");
+  c.divergence_patience = static_cast<std::uint64_t>(divergence_patience);
   require(average_every >= 0, "a2sgd-average-every", average_every, "must not be negative");
   c.epochs = static_cast<std::uint64_t>(epochs);
   c.steps = static_cast<std::uint64_t>(steps);
@@ -278,6 +293,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.exchange.a2sgd.error_feedback = parse_switch("a2sgd-error-feedback", error_feedback);
   c.exchange.a2sgd.warmup_steps = static_cast<std::uint64_t>(warmup);
   c.exchange.a2sgd.average_every = static_cast<std::uint64_t>(average_every);
+  c.exchange.a2sgd.moments = parse_moment_scheme(moments);
 
   // Defaults that converge for each method: heavy momentum at a dense-tuned rate can make A2SGD
   // replicas diverge (docs/algorithm.md), so A2SGD defaults to plain SGD; the language model's
@@ -289,8 +305,19 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.optimizer.weight_decay = weight_decay;
   c.optimizer.beta1 = beta1;
   c.optimizer.beta2 = beta2;
-  c.optimizer.epsilon = eps;
+  // The frozen variance bounds the direction only through epsilon where the warm-up saw almost no
+  // gradient: 1e-8 let the MLP diverge, 1e-4 trained (docs/algorithm.md).
+  c.optimizer.epsilon = vm["adam-eps"].defaulted() && compressor == "a2sgd" && moments == "frozen" ? 1e-4 : eps;
   c.optimizer.validate();
+  if (compressor == "a2sgd") {
+    // The scheme's requirements (Adam for frozen, a warm-up to freeze after, no Nesterov) checked
+    // before anything starts.
+    try {
+      check_moment_scheme(c.optimizer, c.exchange.a2sgd.moments, c.exchange.a2sgd.warmup_steps);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string("--a2sgd-moments ") + to_string(c.exchange.a2sgd.moments) + ": " + e.what());
+    }
+  }
   if (lr < 0 && vm.count("lr")) require(false, "lr", lr, "must be positive");
   c.lr.base_lr = vm.count("lr") ? lr : (lm ? 20.0 : dense ? 0.05 : 0.1);
   c.lr.kind = parse_lr_schedule_kind(schedule);
@@ -330,11 +357,14 @@ std::string TrainConfig::to_ini() const {
     << "\na2sgd-granularity = " << to_string(exchange.a2sgd.granularity)
     << "\na2sgd-error-feedback = " << (exchange.a2sgd.error_feedback ? "on" : "off")
     << "\na2sgd-warmup-steps = " << exchange.a2sgd.warmup_steps
+    << "\na2sgd-moments = " << to_string(exchange.a2sgd.moments)
     << "\na2sgd-average-every = " << exchange.a2sgd.average_every << "\ntopk-ratio = " << exchange.topk.ratio
     << "\nrandomk-ratio = " << exchange.randomk.ratio << "\nqsgd-levels = " << exchange.qsgd.levels
     << "\npowersgd-rank = " << exchange.powersgd.rank << '\n';
   if (eval_every) o << "eval-every = " << *eval_every << '\n';
   o << "eval-batch = " << eval_batch << "\nlog-every = " << log_every << '\n';
+  o << "divergence-threshold = " << divergence_threshold << "\ndivergence-patience = " << divergence_patience
+    << "\nstop-on-divergence = " << (stop_on_divergence ? "true" : "false") << '\n';
   return o.str();
 }
 
@@ -354,6 +384,9 @@ TrainerConfig TrainConfig::trainer() const {
   t.keep_checkpoints = keep_checkpoints;
   t.resume = resume;
   t.eval_only = eval_only;
+  t.divergence_threshold = divergence_threshold;
+  t.divergence_patience = divergence_patience;
+  t.stop_on_divergence = stop_on_divergence;
   return t;
 }
 

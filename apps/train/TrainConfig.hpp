@@ -33,7 +33,10 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   LrScheduleConfig lr;
   ExchangeConfig exchange;
-  double clip = 0.0;  // global-norm clipping of each rank's gradient (0: off)
+  double clip = 0.0;                      // global-norm clipping of each rank's gradient (0: off)
+  double divergence_threshold = 0.5;      // replica divergence that warns (0: off)
+  std::uint64_t divergence_patience = 3;  // rising evaluations that warn (0: off)
+  bool stop_on_divergence = false;
   // output
   std::optional<std::uint64_t> eval_every;  // unset: once per epoch; 0: once at the end
   std::uint64_t log_every = 50;

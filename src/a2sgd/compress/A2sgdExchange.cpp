@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace a2sgd {
 namespace {
@@ -31,7 +32,8 @@ std::string signature(const A2sgdOptions& o) {
   std::string s = "a2sgd;averaging=" + to_string(o.averaging) + ";residual=" + to_string(o.residual) +
                   ";error_feedback=" + std::to_string(o.error_feedback) +
                   ";warmup_steps=" + std::to_string(o.warmup_steps) +
-                  ";average_every=" + std::to_string(o.average_every) + ";granularity=" + to_string(o.granularity);
+                  ";average_every=" + std::to_string(o.average_every) + ";granularity=" + to_string(o.granularity) +
+                  ";moments=" + to_string(o.moments);
   if (o.granularity == Granularity::layer)
     for (Index size : o.segments) s += "," + std::to_string(size);
   return s;
@@ -99,7 +101,8 @@ std::vector<std::pair<std::string, std::string>> A2sgdExchange::options() const 
           {"error_feedback", m_options.error_feedback ? "on" : "off"},
           {"warmup_steps", std::to_string(m_options.warmup_steps)},
           {"average_every", std::to_string(m_options.average_every)},
-          {"granularity", to_string(m_options.granularity)}};
+          {"granularity", to_string(m_options.granularity)},
+          {"moments", to_string(m_options.moments)}};
 }
 
 void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
@@ -109,8 +112,12 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
     allreduce_sum(grad, stats);
     apply_dense(params, grad, opt, lr, static_cast<float>(1.0 / p), stats);
   } else {
-    // Step 3: the two local averages of each segment, one fused reduction each.
+    // Step 3: the two local averages of each segment, one fused reduction each. With a local
+    // moment scheme the optimizer first turns g into this rank's update direction, which is what
+    // gets compressed (and then applied with the learning rate alone).
     Stopwatch clock;
+    const bool local_moments = m_options.moments != MomentScheme::decoded;
+    if (local_moments) opt.local_direction(exec(), grad, m_options.moments, m_options.warmup_steps);
     const bool ef = m_options.error_feedback;
     const std::size_t segments = m_bounds.size() - 1;
     std::int64_t non_finite = 0;
@@ -161,7 +168,7 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
     const bool global_ref = m_options.residual == ResidualReference::global;
     const ConstFloatView g = grad;
     const FloatView e = m_residual;
-    opt.visit_step(params, lr, [&](const auto& rule) {
+    auto apply = [&](const auto& rule) {
       using Rule = std::decay_t<decltype(rule)>;
       for (std::size_t s = 0; s < segments; ++s) {
         const auto [m_pos, m_neg] = m_last_global[s];
@@ -179,7 +186,11 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
           Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), policy,
                                A2sgdApply<Rule, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
       }
-    });
+    };
+    if (local_moments)
+      opt.visit_direction_step(params, lr, apply);
+    else
+      opt.visit_step(params, lr, apply);
     exec().fence();
     stats.optimizer_s += clock.seconds();
   }

@@ -45,6 +45,13 @@ struct A2sgdOptions {
   /// Average the replicas' parameters after every K-th step (0 = never: pure O(1) traffic).
   std::uint64_t average_every = 0;
   Granularity granularity = Granularity::model;
+  /// Where momentum and Adam keep their moments (docs/algorithm.md, "Momentum and Adam with
+  /// A2SGD"): local (each rank's optimizer direction is compressed: momentum correction; the
+  /// default, since decoded moments collapse with heavy momentum), decoded (the optimizer treats
+  /// the decoded update as its gradient: the specification's step 6 read literally) or frozen
+  /// (Adam's variance from the dense warm-up, then frozen; needs warmup_steps >= 1). SGD: all
+  /// three are the same step.
+  MomentScheme moments = MomentScheme::local;
   /// Layer granularity: the tensors' sizes in buffer order, summing to n (make_exchange fills
   /// them from ExchangeConfig::layout). Ignored for model granularity.
   std::vector<Index> segments;

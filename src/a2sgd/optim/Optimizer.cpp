@@ -1,4 +1,5 @@
 #include <a2sgd/core/Error.hpp>
+#include <a2sgd/core/Math.hpp>
 #include <a2sgd/optim/Optimizer.hpp>
 
 namespace a2sgd {
@@ -18,6 +19,25 @@ std::string to_string(OptimizerKind kind) {
       return "momentum";
     case OptimizerKind::adam:
       return "adam";
+  }
+  return "?";
+}
+
+MomentScheme parse_moment_scheme(std::string_view name) {
+  if (name == "decoded") return MomentScheme::decoded;
+  if (name == "local") return MomentScheme::local;
+  if (name == "frozen") return MomentScheme::frozen;
+  throw InvalidArgument("unknown moment scheme \"" + std::string(name) + "\" (valid: decoded, local, frozen)");
+}
+
+std::string to_string(MomentScheme scheme) {
+  switch (scheme) {
+    case MomentScheme::decoded:
+      return "decoded";
+    case MomentScheme::local:
+      return "local";
+    case MomentScheme::frozen:
+      return "frozen";
   }
   return "?";
 }
@@ -63,6 +83,59 @@ void Optimizer::check_step(const FloatView& params, double lr) const {
                           " values, the optimizer was built for " + std::to_string(m_size));
   if (!(std::isfinite(lr) && lr >= 0.0))
     throw InvalidArgument("optimizer: learning rate " + std::to_string(lr) + " must be finite and >= 0");
+}
+
+void check_moment_scheme(const OptimizerConfig& config, MomentScheme scheme, std::uint64_t warmup_steps) {
+  if (scheme == MomentScheme::frozen && config.kind != OptimizerKind::adam)
+    throw InvalidArgument("the frozen moment scheme is defined for Adam only (optimizer " + to_string(config.kind) +
+                          "; use the local scheme)");
+  if (scheme == MomentScheme::frozen && warmup_steps == 0)
+    throw InvalidArgument(
+        "the frozen moment scheme estimates Adam's variance during the dense warm-up: it needs at least one "
+        "warm-up step");
+  if (scheme != MomentScheme::decoded && config.kind == OptimizerKind::momentum && config.nesterov)
+    throw InvalidArgument(
+        "Nesterov momentum is not defined for the local moment scheme (heavy-ball momentum, or the decoded scheme)");
+}
+
+void Optimizer::local_direction(const ExecutionSpace& exec, const FloatView& g, MomentScheme scheme,
+                                std::uint64_t warmup_steps) {
+  check_moment_scheme(m_config, scheme, warmup_steps);
+  if (static_cast<Index>(g.extent(0)) != m_size)
+    throw InvalidArgument("optimizer: gradient buffer has " + std::to_string(g.extent(0)) +
+                          " values, the optimizer was built for " + std::to_string(m_size));
+  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
+  const FloatView m = m_first, s = m_second;
+  const auto t = static_cast<double>(++m_steps);
+  if (m_config.kind == OptimizerKind::momentum) {
+    const auto mu = static_cast<float>(m_config.momentum);
+    Kokkos::parallel_for(
+        A2SGD_LABEL("a2sgd::optim::local_momentum"), Policy(exec, 0, m_size), KOKKOS_LAMBDA(Index i) {
+          const float v = mu * m(i) + g(i);
+          m(i) = v;
+          g(i) = v;
+        });
+  } else if (m_config.kind == OptimizerKind::adam) {
+    const auto b1 = static_cast<float>(m_config.beta1), b2 = static_cast<float>(m_config.beta2);
+    const bool frozen = scheme == MomentScheme::frozen;
+    // The frozen variance keeps the bias correction of the step it froze at.
+    const double t2 = frozen ? static_cast<double>(warmup_steps) : t;
+    const auto c1 = static_cast<float>(1.0 / (1.0 - std::pow(m_config.beta1, t)));
+    const auto c2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(m_config.beta2, t2)));
+    const auto eps = static_cast<float>(m_config.epsilon);
+    Kokkos::parallel_for(
+        A2SGD_LABEL("a2sgd::optim::local_adam"), Policy(exec, 0, m_size), KOKKOS_LAMBDA(Index i) {
+          const float gi = g(i);
+          const float mi = b1 * m(i) + (1.0f - b1) * gi;
+          m(i) = mi;
+          float si = s(i);
+          if (!frozen) {
+            si = b2 * si + (1.0f - b2) * gi * gi;
+            s(i) = si;
+          }
+          g(i) = (mi * c1) / (detail::sqrt(si) * c2 + eps);
+        });
+  }
 }
 
 std::int64_t Optimizer::apply(const ExecutionSpace& exec, const FloatView& params, const ConstFloatView& grad,

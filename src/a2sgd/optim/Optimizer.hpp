@@ -20,6 +20,18 @@ enum class OptimizerKind { sgd, momentum, adam };
 OptimizerKind parse_optimizer_kind(std::string_view name);
 std::string to_string(OptimizerKind kind);
 
+/// Where an exchange that compresses (A2SGD) keeps the optimizer's moments (docs/algorithm.md,
+/// "Momentum and Adam with A2SGD").
+enum class MomentScheme {
+  decoded,  ///< the optimizer treats the decoded update as its gradient (the specification's step 6)
+  local,    ///< each rank's moments from its own gradient; the first moment is what is compressed
+  frozen    ///< Adam: variance from a dense warm-up, then frozen; the decoded momentum replaces m
+};
+
+/// Parses "decoded" | "local" | "frozen"; throws InvalidArgument listing the valid names.
+MomentScheme parse_moment_scheme(std::string_view name);
+std::string to_string(MomentScheme scheme);
+
 /// Hyper-parameters. weight_decay is decoupled (AdamW style): x <- x (1 - lr wd) before the step.
 struct OptimizerConfig {
   OptimizerKind kind = OptimizerKind::sgd;
@@ -33,6 +45,10 @@ struct OptimizerConfig {
   /// Throws InvalidArgument naming the first out-of-range value.
   void validate() const;
 };
+
+/// Throws InvalidArgument when `scheme` is not defined for this optimizer: frozen needs Adam and at
+/// least one warm-up step; the local schemes do not define Nesterov momentum.
+void check_moment_scheme(const OptimizerConfig& config, MomentScheme scheme, std::uint64_t warmup_steps);
 
 /// Optimizer state for n parameters plus the update rule.
 ///
@@ -57,6 +73,20 @@ class Optimizer {
   /// (rule(i, u) updates x(i) and the state of entry i for gradient value u).
   template <class Fn>
   void visit_step(const FloatView& params, double lr, Fn&& fn);
+
+  /// Local moment schemes, before compression (docs/algorithm.md, "Momentum and Adam with
+  /// A2SGD"): updates this rank's moments from its own gradient g and overwrites g with its update
+  /// direction d, the vector the optimizer would move x by (x -= lr d). SGD: d = g. Momentum:
+  /// v <- mu v + g, d = v. Adam: m <- b1 m + (1 - b1) g and, with the local scheme,
+  /// s <- b2 s + (1 - b2) g^2; d = (m c1) / (sqrt(s) c2 + eps), where the frozen scheme keeps s and
+  /// c2 as the dense warm-up's last step left them. Advances the step counter. Throws
+  /// InvalidArgument for a combination the scheme does not define (check_moment_scheme).
+  void local_direction(const ExecutionSpace& exec, const FloatView& g, MomentScheme scheme, std::uint64_t warmup_steps);
+
+  /// The rule that applies a decoded direction u after local_direction():
+  /// x <- x (1 - lr wd) - lr u. Calls fn(rule); the step was counted by local_direction().
+  template <class Fn>
+  void visit_direction_step(const FloatView& params, double lr, Fn&& fn) const;
 
   /// params <- step(scale * grad) as one kernel. Returns how many values of scale * grad were
   /// NaN or +-Inf (they were applied: the caller decides whether that is fatal).
@@ -98,6 +128,12 @@ void Optimizer::visit_step(const FloatView& params, double lr, Fn&& fn) {
       break;
     }
   }
+}
+
+template <class Fn>
+void Optimizer::visit_direction_step(const FloatView& params, double lr, Fn&& fn) const {
+  check_step(params, lr);
+  fn(optim::impl::SgdRule{params, static_cast<float>(lr), static_cast<float>(1.0 - lr * m_config.weight_decay)});
 }
 
 }  // namespace a2sgd

@@ -65,6 +65,9 @@ class TrainObserver {
   /// A problem that does not stop the run (skipped checkpoint, option differing from a resumed
   /// checkpoint's, ...).
   virtual void warning(const std::string&) {}
+  /// A warning every rank must show, because each rank's log may be read on its own (divergence:
+  /// a Slurm job's per-task output). `rank` is the calling rank.
+  virtual void rank_warning(int /*rank*/, const std::string&) {}
   /// The run leaves its step loop (a live display may end its line).
   virtual void finish() {}
 };

@@ -163,6 +163,7 @@ Trainer::Outcome Trainer::run() {
         m_last_eval = evaluate();
         last_eval_step = done;
         log_eval(done, m_last_eval);
+        check_divergence(done, m_last_eval);
       }
       const bool checkpoint_due = c.checkpoint_every > 0 && done % c.checkpoint_every == 0 && done < m_total_steps;
       if (checkpoint_due) save_checkpoint(done, last_eval_step == done);
@@ -333,6 +334,44 @@ void Trainer::log_eval(std::uint64_t done, const EvalResult& r) {
   }
   std::snprintf(buf, sizeof buf, "  replica divergence %.4f", r.replica_divergence);
   message(text + buf);
+}
+
+void Trainer::check_divergence(std::uint64_t done, const EvalResult& r) {
+  // Every input is identical on every rank (reduced values), so every rank reaches the same verdict.
+  const TrainerConfig& c = m_config;
+  if (r.splits.empty()) return;
+  const SplitResult& first = r.splits.front();
+  m_rising = m_have_previous && first.loss_averaged > m_previous_loss ? m_rising + 1 : 0;
+  m_previous_loss = first.loss_averaged;
+  m_have_previous = true;
+  char buf[256];
+  std::string reason;
+  if (c.divergence_threshold > 0.0 && r.replica_divergence > c.divergence_threshold) {
+    std::snprintf(buf, sizeof buf, "the replicas drift apart: replica divergence %.4g exceeds the threshold %.4g",
+                  r.replica_divergence, c.divergence_threshold);
+    reason = buf;
+  } else if (c.divergence_patience > 0 && m_rising >= c.divergence_patience) {
+    std::snprintf(buf, sizeof buf, "the averaged model's %s loss rose at %llu consecutive evaluations (now %.4g)",
+                  first.split.c_str(), static_cast<unsigned long long>(m_rising), first.loss_averaged);
+    reason = buf;
+  }
+  if (reason.empty()) return;
+  emit(Record()
+           .add("event", "divergence_warning")
+           .add("step", done)
+           .add("epoch", epoch_of(done))
+           .add("replica_divergence", r.replica_divergence)
+           .add("divergence_threshold", c.divergence_threshold)
+           .add("rising_evaluations", m_rising)
+           .add("divergence_patience", c.divergence_patience)
+           .add(first.split + "_loss_averaged", first.loss_averaged)
+           .add("stop", c.stop_on_divergence)
+           .add("reason", reason));
+  const std::string text =
+      "step " + std::to_string(done) + ": " + reason +
+      (c.stop_on_divergence ? "; stopping (--stop-on-divergence)" : " (--stop-on-divergence stops such a run)");
+  if (m_observer) m_observer->rank_warning(m_comm.rank(), text);
+  if (c.stop_on_divergence) throw NonFiniteError("step " + std::to_string(done) + ": " + reason, -1);
 }
 
 void Trainer::write_summary(std::uint64_t done) {

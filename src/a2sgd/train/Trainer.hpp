@@ -41,6 +41,12 @@ struct TrainerConfig {
   std::uint64_t keep_checkpoints = 3;  ///< 0: keep all
   std::string resume;                  ///< "", "auto" (newest valid in checkpoint_dir) or a file
   bool eval_only = false;              ///< evaluate the checkpoint named by resume, then stop
+  /// Divergence monitor (docs/training.md, "Divergence"), checked at every evaluation: a replica
+  /// divergence above this (0: off), or the first split's averaged loss rising at this many
+  /// consecutive evaluations (0: off), warns on every rank and records a divergence_warning.
+  double divergence_threshold = 0.5;
+  std::uint64_t divergence_patience = 3;
+  bool stop_on_divergence = false;  ///< ...and then stops every rank with NonFiniteError
 };
 
 /// One split's evaluation (identical on every rank).
@@ -103,6 +109,7 @@ class Trainer {
   void log_step(std::uint64_t done, double loss);
   void log_eval(std::uint64_t done, const EvalResult& r);
   void write_summary(std::uint64_t done);
+  void check_divergence(std::uint64_t done, const EvalResult& r);
   void add_split_fields(Record& rec, const EvalResult& r) const;
   void emit(const Record& rec) {
     if (m_observer) m_observer->record(rec);
@@ -131,6 +138,9 @@ class Trainer {
   StopSignals* m_stop;
   std::string m_stop_checkpoint;
   EvalResult m_last_eval;
+  double m_previous_loss = 0.0;  // divergence monitor: the last evaluation's first-split averaged loss
+  bool m_have_previous = false;
+  std::uint64_t m_rising = 0;  // consecutive evaluations at which it rose
 
   FloatView m_averaged;
   FloatView m_replica0;
