@@ -1,3 +1,4 @@
+#include <a2sgd/comm/NetworkModel.hpp>
 #include <a2sgd/comm/ViewCollectives.hpp>
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/FaultInjection.hpp>
@@ -402,6 +403,22 @@ void Trainer::write_summary(std::uint64_t done) {
       .add("bytes_per_step", bytes_per_step)
       .add("dense_bytes_per_step", dense_bytes)
       .add("reduction_factor", bytes_per_step > 0 ? dense_bytes / bytes_per_step : 0.0);
+  // The exchange's regular step projected to larger runs with the alpha-beta model (the links and
+  // rank counts of docs/training.md, "Summary"), for time-to-target estimates of a cluster this
+  // run cannot measure. Allgather payloads are decoded once per rank, so their decode time grows
+  // with p; the flag tells a report to scale optimizer_s_per_step accordingly.
+  const std::vector<PlannedCollective> traffic = m_exchange->step_traffic();
+  bool allgather = false;
+  for (const PlannedCollective& c : traffic) allgather = allgather || c.kind == CollectiveKind::allgather;
+  rec.add("decode_scales_with_ranks", allgather);
+  for (const auto& [gbps, alpha_s] : {std::pair{10.0, 10e-6}, std::pair{100.0, 1.5e-6}})
+    for (int p : {8, 32, 128}) {
+      Link link;
+      link.alpha_s = alpha_s;
+      link.bytes_per_s = gbps * 1e9 / 8;
+      rec.add("modelled_comm_s_p" + std::to_string(p) + "_" + std::to_string(static_cast<int>(gbps)) + "gbps",
+              step_comm_seconds(traffic, p, link));
+    }
   add_split_fields(rec, m_last_eval);
   rec.add("replica_divergence", m_last_eval.replica_divergence);
   for (const auto& [key, value] : m_exchange->options()) rec.add("a2sgd_" + key, value);

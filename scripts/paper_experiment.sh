@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The paper's experiment on this machine: the LSTM language model on Penn Treebank (a2sgd-train
+# --model lstm, the standard small configuration) trained with dense all-reduce, A2SGD
+# (model-wide and layer-wise), Top-K and QSGD, each with SGD and with Adam, plus A2SGD with
+# frozen-variance Adam; every run for the same step budget at the same rank count. Each run writes
+# OUT/<method>_<optimizer>.jsonl (and .log); then scripts/paper_report.py tabulates the
+# time to a target validation perplexity (measured, and modelled for larger clusters) and
+# scripts/plot_metrics.py draws the curves (docs/results.md).
+#
+# Usage: scripts/paper_experiment.sh [options] [-- extra a2sgd-train options for every run]
+#   --out DIR          results directory (default results/paper)
+#   --build DIR        build tree with apps/train/a2sgd-train (default build)
+#   --ranks P          MPI ranks (default 2)
+#   --steps N          training steps per run (default 2000)
+#   --eval-every N     steps between evaluations (default 250)
+#   --sgd-lr X         SGD learning rate (default 20, the standard recipe on the mean token loss)
+#   --adam-lr X        Adam learning rate (default 0.002)
+#   --frozen-warmup W  dense warm-up steps of frozen-variance Adam (default 10% of --steps)
+#   --runs "a b ..."   a subset of the run names below (default: all)
+#   --target X         target validation perplexity (default: dense's final value x 1.1, per optimizer)
+#   --no-report        only train
+# Runs: dense_sgd a2sgd_sgd a2sgd-layer_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam
+#       a2sgd-layer_adam a2sgd-frozen_adam topk_adam qsgd_adam
+# Environment: MPIEXEC (default mpirun), MPIEXEC_FLAGS (e.g. --oversubscribe), PYTHON (default
+# /usr/bin/python3, which has matplotlib on Debian), A2SGD_DATA_DIR or --data-dir in the extra
+# options for the Penn Treebank files.
+# Exit code: 0 when every run and the report succeeded; otherwise the first failing step's code
+# (a run that diverged with exit 3 is reported as such and does not stop the others).
+set -uo pipefail
+
+out=results/paper
+build=build
+ranks=2
+steps=2000
+eval_every=250
+sgd_lr=20
+adam_lr=0.002
+frozen_warmup=
+runs="dense_sgd a2sgd_sgd a2sgd-layer_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-layer_adam a2sgd-frozen_adam topk_adam qsgd_adam"
+target=
+report=1
+extra=()
+die() { echo "paper_experiment.sh: error: $*" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) out=${2:?}; shift 2 ;;
+    --build) build=${2:?}; shift 2 ;;
+    --ranks) ranks=${2:?}; shift 2 ;;
+    --steps) steps=${2:?}; shift 2 ;;
+    --eval-every) eval_every=${2:?}; shift 2 ;;
+    --sgd-lr) sgd_lr=${2:?}; shift 2 ;;
+    --adam-lr) adam_lr=${2:?}; shift 2 ;;
+    --frozen-warmup) frozen_warmup=${2:?}; shift 2 ;;
+    --runs) runs=${2:?}; shift 2 ;;
+    --target) target=${2:?}; shift 2 ;;
+    --no-report) report=0; shift ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+for v in ranks steps eval_every; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v//_/-} must be a positive integer (got '${!v}')"
+done
+[[ -z $frozen_warmup ]] && frozen_warmup=$(( steps / 10 > 0 ? steps / 10 : 1 ))
+[[ $frozen_warmup =~ ^[1-9][0-9]*$ ]] || die "--frozen-warmup must be a positive integer"
+train=$build/apps/train/a2sgd-train
+[[ -x $train ]] || die "no a2sgd-train at $train (--build DIR)"
+here=$(cd "$(dirname "$0")" && pwd)
+python=${PYTHON:-/usr/bin/python3}
+mkdir -p "$out" || die "cannot create $out"
+
+# The options of one run, by name.
+run_options() {
+  local method=${1%_*} optimizer=${1##*_}
+  local -a o
+  case "$method" in
+    dense|topk|qsgd) o=(--compressor "$method") ;;
+    a2sgd) o=(--compressor a2sgd) ;;
+    a2sgd-layer) o=(--compressor a2sgd --a2sgd-granularity layer) ;;
+    a2sgd-frozen) o=(--compressor a2sgd --a2sgd-moments frozen --a2sgd-warmup-steps "$frozen_warmup") ;;
+    *) return 1 ;;
+  esac
+  case "$optimizer" in
+    sgd) o+=(--optimizer sgd --lr "$sgd_lr") ;;
+    adam) o+=(--optimizer adam --lr "$adam_lr") ;;
+    *) return 1 ;;
+  esac
+  printf '%s\n' "${o[@]}"
+}
+
+status=0
+for name in $runs; do
+  mapfile -t opts < <(run_options "$name") || true
+  [[ ${#opts[@]} -gt 0 ]] || die "unknown run '$name'"
+  rm -f "$out/$name.jsonl"
+  echo "== $name: ${opts[*]}" >&2
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  ${MPIEXEC:-mpirun} ${MPIEXEC_FLAGS:-} -np "$ranks" "$train" --model lstm "${opts[@]}" --steps "$steps" \
+    --eval-every "$eval_every" --metrics "$out/$name.jsonl" --no-progress-bar "${extra[@]}" \
+    >"$out/$name.log" 2>&1
+  rc=$?
+  echo "   exit $rc after $(( $(date +%s) - start )) s" >&2
+  if [[ $rc -ne 0 && $rc -ne 3 ]]; then
+    tail -n 5 "$out/$name.log" >&2
+    [[ $status -eq 0 ]] && status=$rc
+  fi
+done
+
+if [[ $report -eq 1 ]]; then
+  targs=()
+  [[ -n $target ]] && targs=(--target "$target")
+  "$python" "$here/paper_report.py" "$out" "${targs[@]}" || { rc=$?; [[ $status -eq 0 ]] && status=$rc; }
+  "$python" "$here/plot_metrics.py" "$out" || { rc=$?; [[ $status -eq 0 ]] && status=$rc; }
+fi
+exit $status

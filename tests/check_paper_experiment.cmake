@@ -1,0 +1,49 @@
+# scripts/paper_experiment.sh's plumbing on a tiny budget (the full experiment is docs/results.md):
+# every run of the script for 4 steps of a small LSTM at 2 ranks, then the report and the plots.
+# Checks that every run wrote its metrics with a summary, that the report covers both optimizers
+# with a target, the time-to-target table and the A2SGD : Top-K and A2SGD : QSGD ratios, and that
+# the four PNGs exist; and that bad options exit 2. Skipped without the Penn Treebank files.
+if(NOT EXISTS "${DATA}/ptb.train.txt")
+  message("SKIPPED: no Penn Treebank files in '${DATA}' (set A2SGD_DATA_DIR)")
+  return()
+endif()
+set(out ${WORKDIR}/paper_experiment)
+file(REMOVE_RECURSE ${out})
+set(env ${CMAKE_COMMAND} -E env MPIEXEC=${MPIEXEC} "MPIEXEC_FLAGS=${PREFLAGS}" PYTHON=${PYTHON})
+execute_process(COMMAND ${env} bash ${SCRIPT} --out ${out} --build ${BUILD} --steps 4 --eval-every 2
+                        -- --data-dir ${DATA} --hidden 32 --bptt 20 --batch-size 10 --eval-batch 20
+                RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "paper_experiment.sh: exit code ${rc}\n${stdout}${stderr}")
+endif()
+foreach(run dense_sgd a2sgd_sgd a2sgd-layer_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-layer_adam
+            a2sgd-frozen_adam topk_adam qsgd_adam)
+  file(READ ${out}/${run}.jsonl metrics)
+  if(NOT metrics MATCHES "\"event\": \"summary\"[^\n]*\"modelled_comm_s_p128_10gbps\": [0-9]")
+    message(FATAL_ERROR "${run}: no summary with modelled communication:\n${metrics}")
+  endif()
+endforeach()
+file(READ ${out}/report.md report)
+foreach(pattern "## ADAM: target validation perplexity [0-9.]+ \\(dense's final x 1.1\\)"
+                "## SGD: target validation perplexity [0-9.]+ \\(dense's final x 1.1\\)"
+                "\\| a2sgd : topk \\|" "\\| a2sgd : qsgd \\|" "\\| a2sgd-frozen : qsgd \\|"
+                "\\| dense \\| [0-9.]+ / [0-9.]+ \\| 0.000 \\| 2,666,560 \\|")
+  if(NOT report MATCHES "${pattern}")
+    message(FATAL_ERROR "report.md lacks '${pattern}':\n${report}")
+  endif()
+endforeach()
+foreach(png ppl_sgd_10gbps ppl_sgd_100gbps ppl_adam_10gbps ppl_adam_100gbps)
+  if(NOT EXISTS ${out}/${png}.png)
+    message(FATAL_ERROR "plot_metrics.py did not write ${png}.png")
+  endif()
+endforeach()
+execute_process(COMMAND bash ${SCRIPT} --steps 0 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "--steps must be a positive integer")
+  message(FATAL_ERROR "--steps 0: exit code ${rc}: ${err}")
+endif()
+execute_process(COMMAND bash ${SCRIPT} --build ${BUILD} --runs nosuch_sgd --out ${out}/bad RESULT_VARIABLE rc
+                ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "unknown run 'nosuch_sgd'")
+  message(FATAL_ERROR "--runs nosuch_sgd: exit code ${rc}: ${err}")
+endif()
+message(STATUS "ok: paper experiment plumbing")
