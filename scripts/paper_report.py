@@ -10,7 +10,7 @@ p = 8, 32, 128 ranks at 10 and 100 Gb/s, and the ratios A2SGD : Top-K and A2SGD 
 Definitions (docs/results.md):
 - the model scored is the averaged model (the one a2sgd-train's final checkpoint holds); rank 0's
   replica is listed next to it;
-- target: dense's final validation perplexity x 1.1 for the same optimizer, or --target;
+- target: dense's final validation perplexity x 1.1 for the same optimizer, or a stated --target;
 - steps to target: linear interpolation of log perplexity between the last evaluation above the
   target and the first at or below it; "not reached" when no evaluation is at or below it;
 - measured time: steps x the run's measured seconds per step (step_time_s, evaluations excluded);
@@ -95,8 +95,18 @@ def fmt(v, spec):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="directory of the runs' .jsonl metrics")
-    ap.add_argument("--target", type=float, help="target validation perplexity (default: dense's final x 1.1)")
+    ap.add_argument("--target", action="append", default=[],
+                    help="target validation perplexity: X for every optimizer, or OPTIMIZER=X (repeatable); "
+                    "default: dense's final x 1.1")
+    ap.add_argument("--name", default="report", help="output files DIR/NAME.md and DIR/NAME.json")
     args = ap.parse_args()
+    targets = {}
+    for t in args.target:
+        key, _, value = t.rpartition("=")
+        try:
+            targets[key or "*"] = float(value)
+        except ValueError:
+            sys.exit(f"paper_report.py: error: --target {t}: not a number")
 
     runs = load_runs(args.dir)
     if not runs:
@@ -107,8 +117,9 @@ def main():
     for optimizer in sorted(runs):
         group = runs[optimizer]
         dense = group.get("dense")
-        if args.target:
-            target, why = args.target, "--target"
+        stated = targets.get(optimizer, targets.get("*"))
+        if stated is not None:
+            target, why = stated, "stated"
         elif dense and dense["evals"]:
             target, why = 1.1 * dense["evals"][-1]["valid_perplexity_averaged"], "dense's final x 1.1"
         else:
@@ -182,9 +193,9 @@ def main():
                       " | ".join(missing if entry.get(k) is None else f"{entry[k]:.2f}x" for k in keys) + " |")
         md.append("")
 
-    with open(os.path.join(args.dir, "report.json"), "w") as f:
+    with open(os.path.join(args.dir, args.name + ".json"), "w") as f:
         json.dump(out, f, indent=1)
-    with open(os.path.join(args.dir, "report.md"), "w") as f:
+    with open(os.path.join(args.dir, args.name + ".md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
 

@@ -44,6 +44,16 @@ expect(2 "frozen: .*needs at least one warm-up step" ${syn} --optimizer adam --a
 expect(2 "local: Nesterov momentum is not defined" ${syn} --optimizer momentum --nesterov)
 expect(2 "unknown moment scheme \"late\" \\(valid: decoded, local, frozen\\)" ${syn} --a2sgd-moments late)
 expect(2 "--divergence-threshold -1: must be >= 0" ${syn} --divergence-threshold -1)
+# Values that would be accepted silently and train nothing, or fail late (exit 2, before training).
+expect(2 "unexpected argument 'stray' \\(every option starts with --" ${syn} stray)
+expect(2 "randomk: ratio 1e-300 of n = [0-9]+ values selects none \\(k = 0\\); the valid range is \\[" ${syn}
+       --compressor randomk --randomk-ratio 1e-300)
+expect(2 "powersgd: rank 1000 compresses none of the model's weight matrices.*valid range for this model is \\[1, 127\\]"
+       ${syn} --compressor powersgd --powersgd-rank 1000)
+expect(2 "--synthetic-classes 4294967301: must be in \\[2, 2147483647\\]" --dataset synthetic
+       --synthetic-classes 4294967301 --no-progress-bar)
+expect(2 "--synthetic-features 100000000000: with 400 \\+ 100 samples needs .* GB, more than this machine's"
+       --dataset synthetic --synthetic-train 400 --synthetic-test 100 --synthetic-features 100000000000)
 expect(2 "--hidden: \"256,x\"" ${syn} --hidden 256,x)
 expect(2 "the argument \\('abc'\\) for option '--lr' is invalid" ${syn} --lr abc)
 expect(2 "--epochs 0: must be positive" ${syn} --epochs 0)

@@ -2,9 +2,14 @@
 
 #include <boost/program_options.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <vector>
 
 namespace po = boost::program_options;
 
@@ -170,7 +175,21 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
 
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, all), vm);
+    // No positional options: a stray word (a typo, a value without its option) is an error, not
+    // silently ignored.
+    po::options_description hidden;
+    hidden.add_options()("positional", po::value<std::vector<std::string>>());
+    po::options_description visible_and_hidden;
+    visible_and_hidden.add(all).add(hidden);
+    po::positional_options_description positional;
+    positional.add("positional", -1);
+    po::store(po::command_line_parser(argc, argv).options(visible_and_hidden).positional(positional).run(), vm);
+    if (vm.count("positional")) {
+      std::string words;
+      for (const std::string& w : vm["positional"].as<std::vector<std::string>>()) words += " '" + w + "'";
+      throw InvalidArgument("unexpected argument" + words +
+                            " (every option starts with --; a value follows its option)");
+    }
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
       std::ifstream in(path);
@@ -226,7 +245,18 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   require(syn_train > 0, "synthetic-train", syn_train, "must be positive");
   require(syn_test > 0, "synthetic-test", syn_test, "must be positive");
   require(syn_features > 0, "synthetic-features", syn_features, "must be positive");
-  require(syn_classes >= 2, "synthetic-classes", syn_classes, "must be at least 2");
+  require(syn_classes >= 2 && syn_classes <= std::numeric_limits<int>::max(), "synthetic-classes", syn_classes,
+          "must be in [2, " + std::to_string(std::numeric_limits<int>::max()) + "]");
+  {
+    // The generated data set lives in memory: (train + test) x features floats.
+    const double bytes =
+        4.0 * (static_cast<double>(syn_train) + static_cast<double>(syn_test)) * static_cast<double>(syn_features);
+    const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "with %lld + %lld samples needs %.3g GB, more than this machine's %.3g GB",
+                  syn_train, syn_test, bytes / 1e9, memory / 1e9);
+    require(memory <= 0 || bytes < memory, "synthetic-features", syn_features, buf);
+  }
   require(std::isfinite(separation) && separation > 0, "synthetic-separation", separation, "must be positive");
   c.synthetic = data::SyntheticConfig{syn_train, syn_test, syn_features, static_cast<int>(syn_classes), separation, 0};
 
@@ -261,6 +291,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.keep_checkpoints = static_cast<std::uint64_t>(keep_checkpoints);
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty())
     throw InvalidArgument("--checkpoint-every needs --checkpoint-dir");
+  if (vm.count("resume") && c.resume.empty())
+    throw InvalidArgument("--resume: needs 'auto' or a checkpoint file, got an empty string");
   if (c.resume == "auto" && c.checkpoint_dir.empty()) throw InvalidArgument("--resume auto needs --checkpoint-dir");
   if (c.eval_only && (c.resume.empty() || c.resume == "auto")) throw InvalidArgument("--eval-only needs --resume FILE");
 

@@ -6,6 +6,8 @@
 
 #include <a2sgd/core/impl/Gemm.hpp>
 
+#include <algorithm>
+
 namespace a2sgd {
 namespace {
 
@@ -60,6 +62,18 @@ PowerSgdExchange::PowerSgdExchange(const Communicator& comm, const std::vector<T
       q_len += cols * r;
     }
   }
+  // A rank that compresses none of the model's matrices would be a dense all-reduce in disguise.
+  Index max_rank = 0;
+  for (const auto& t : layout)
+    if (t.shape.size() >= 2 && t.shape[0] > 0) {
+      const Index rows = t.shape[0], cols = t.size / rows;
+      max_rank = std::max(max_rank, (rows * cols - 1) / (rows + cols));  // largest r with r (rows + cols) < rows cols
+    }
+  if (m_blocks.empty() && max_rank > 0)
+    throw InvalidArgument("powersgd: rank " + std::to_string(r) +
+                          " compresses none of the model's weight matrices (a rows x cols matrix is compressed when "
+                          "rank (rows + cols) < rows cols); the valid range for this model is [1, " +
+                          std::to_string(max_rank) + "]");
   for (const auto& t : layout) {
     const Index rows = t.shape[0], cols = t.size / rows;
     if (!(t.shape.size() >= 2 && r * (rows + cols) < rows * cols)) {

@@ -5,9 +5,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 namespace a2sgd {
 namespace {
+
+std::string range_message(double ratio, Index n) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "randomk: ratio %g of n = %lld values selects none (k = 0); the valid range is [%g, 1]", ratio,
+                static_cast<long long>(n), 0.5 / static_cast<double>(n));
+  return buf;
+}
 
 using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 
@@ -23,8 +33,10 @@ RandomkExchange::RandomkExchange(const Communicator& comm, Index n, const Random
       m_update("a2sgd::compress::randomk_update", static_cast<std::size_t>(n)) {
   if (!(options.ratio > 0.0 && options.ratio <= 1.0))
     throw InvalidArgument("randomk: ratio " + std::to_string(options.ratio) + " is not in (0, 1]");
-  m_k =
-      std::max<Index>(1, std::min<Index>(n, static_cast<Index>(std::llround(options.ratio * static_cast<double>(n)))));
+  // k = round(ratio n); a ratio that selects no value would train nothing, so it is refused.
+  const double k = std::round(options.ratio * static_cast<double>(n));
+  if (n > 0 && k < 1.0) throw InvalidArgument(range_message(options.ratio, n));
+  m_k = std::max<Index>(1, std::min<Index>(n, static_cast<Index>(k)));
   m_indices = Kokkos::View<Index*, MemorySpace>("a2sgd::randomk::indices", static_cast<std::size_t>(m_k));
   m_values = FloatView("a2sgd::randomk::values", static_cast<std::size_t>(m_k));
 }

@@ -103,7 +103,10 @@ void Trainer::setup() {
 
   ExchangeConfig exchange = c.exchange;
   exchange.layout = m_store.tensors();
-  m_exchange = make_exchange(exchange, m_comm, m_store.size(), m_exec);
+  // A method's options checked against the model (a Random-K ratio that selects nothing, a
+  // PowerSGD rank that compresses no matrix) fail identically on every rank after the method's own
+  // collective agreement check: one CollectiveError everywhere, invalid input for the app.
+  m_comm.all_or_throw([&] { m_exchange = make_exchange(exchange, m_comm, m_store.size(), m_exec); });
 
   // Every replica starts from rank 0's initialisation.
   if (m_comm.rank() == 0) m_model.initialize(m_store.params(), c.seed);
