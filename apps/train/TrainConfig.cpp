@@ -339,7 +339,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.optimizer.beta2 = beta2;
   // The frozen variance bounds the direction only through epsilon where the warm-up saw almost no
   // gradient: 1e-8 let the MLP diverge, 1e-4 trained (docs/algorithm.md).
-  c.optimizer.epsilon = vm["adam-eps"].defaulted() && compressor == "a2sgd" && moments == "frozen" ? 1e-4 : eps;
+  const bool frozen = compressor == "a2sgd" && c.exchange.a2sgd.moments == MomentScheme::frozen;
+  c.optimizer.epsilon = frozen && vm["adam-eps"].defaulted() ? 1e-4 : eps;
   c.optimizer.validate();
   if (compressor == "a2sgd") {
     // The scheme's requirements (Adam for frozen, a warm-up to freeze after, no Nesterov) checked

@@ -24,8 +24,8 @@ std::string to_string(OptimizerKind kind);
 /// "Momentum and Adam with A2SGD").
 enum class MomentScheme {
   decoded,  ///< the optimizer treats the decoded update as its gradient (the specification's step 6)
-  local,    ///< each rank's moments from its own gradient; the first moment is what is compressed
-  frozen    ///< Adam: variance from a dense warm-up, then frozen; the decoded momentum replaces m
+  local,    ///< each rank's moments from its own gradient; its update direction is what is compressed
+  frozen    ///< Adam: as local, with the variance of a dense warm-up frozen afterwards
 };
 
 /// Parses "decoded" | "local" | "frozen"; throws InvalidArgument listing the valid names.

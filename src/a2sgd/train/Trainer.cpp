@@ -345,9 +345,8 @@ void Trainer::check_divergence(std::uint64_t done, const EvalResult& r) {
   const TrainerConfig& c = m_config;
   if (r.splits.empty()) return;
   const SplitResult& first = r.splits.front();
-  m_rising = m_have_previous && first.loss_averaged > m_previous_loss ? m_rising + 1 : 0;
+  m_rising = first.loss_averaged > m_previous_loss ? m_rising + 1 : 0;  // false against the initial NaN
   m_previous_loss = first.loss_averaged;
-  m_have_previous = true;
   char buf[256];
   std::string reason;
   if (c.divergence_threshold > 0.0 && r.replica_divergence > c.divergence_threshold) {
@@ -414,14 +413,12 @@ void Trainer::write_summary(std::uint64_t done) {
   bool allgather = false;
   for (const PlannedCollective& c : traffic) allgather = allgather || c.kind == CollectiveKind::allgather;
   rec.add("decode_scales_with_ranks", allgather);
-  for (const auto& [gbps, alpha_s] : {std::pair{10.0, 10e-6}, std::pair{100.0, 1.5e-6}})
-    for (int p : {8, 32, 128}) {
-      Link link;
-      link.alpha_s = alpha_s;
-      link.bytes_per_s = gbps * 1e9 / 8;
-      rec.add("modelled_comm_s_p" + std::to_string(p) + "_" + std::to_string(static_cast<int>(gbps)) + "gbps",
+  for (const char* spec : {"10:10", "100:1.5"}) {  // GBIT_PER_S:ALPHA_US, as a2sgd-bench --links spells them
+    const Link link = Link::parse(spec, 0.0);
+    for (int p : {8, 32, 128})
+      rec.add("modelled_comm_s_p" + std::to_string(p) + "_" + std::to_string(std::lround(link.gbit_per_s())) + "gbps",
               step_comm_seconds(traffic, p, link));
-    }
+  }
   add_split_fields(rec, m_last_eval);
   rec.add("replica_divergence", m_last_eval.replica_divergence);
   for (const auto& [key, value] : m_exchange->options()) rec.add("a2sgd_" + key, value);

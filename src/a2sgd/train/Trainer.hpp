@@ -19,6 +19,7 @@
 #include <a2sgd/train/Observer.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -138,8 +139,8 @@ class Trainer {
   StopSignals* m_stop;
   std::string m_stop_checkpoint;
   EvalResult m_last_eval;
-  double m_previous_loss = 0.0;  // divergence monitor: the last evaluation's first-split averaged loss
-  bool m_have_previous = false;
+  // Divergence monitor: the last evaluation's first-split averaged loss (NaN before the first).
+  double m_previous_loss = std::numeric_limits<double>::quiet_NaN();
   std::uint64_t m_rising = 0;  // consecutive evaluations at which it rose
 
   FloatView m_averaged;
