@@ -8,8 +8,15 @@
 #             agreed step boundary and exits 75, --resume auto reaches the uninterrupted run's final
 #             state exactly with one metrics log; a second signal exits at once without a
 #             checkpoint; without --checkpoint-dir the stop warns that nothing was saved.
-#   invalid - loading a checkpoint of another model, compressor or optimizer, a truncated file
-#             and a non-HDF5 file: exit code 2, a message naming the problem, the file unchanged.
+#   invalid - loading a checkpoint of another model, compressor, optimizer or batch size (unless
+#             --resume-override allows it), a truncated file, a non-HDF5 file and a file with a
+#             damaged byte: exit code 2, a message naming the problem, the file unchanged;
+#             a2sgd-checkpoint verify passes the good file and names the damaged dataset.
+#   diskfull - checkpoints on a small tmpfs (skipped where mounting is not allowed): the write that
+#             no longer fits exits 74 on every rank naming the file and the system's reason, leaves
+#             no temporary file and the previous checkpoint sound; --resume auto on the full disk
+#             does the same; with the space claim disabled (a full disk inside HDF5's writes) the
+#             job still ends with 74 instead of hanging.
 separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
 set(work ${WORKDIR}/ckpt_${MODE})
 file(REMOVE_RECURSE ${work})
@@ -198,5 +205,71 @@ elseif(MODE STREQUAL "invalid")
   file(SHA256 ${good} after)
   if(NOT before STREQUAL after)
     message(FATAL_ERROR "a failed load modified ${good}")
+  endif()
+  # The batch size changes the math: refused unless the user says so.
+  string(REPLACE "--batch-size;32" "--batch-size;16" syn "${syn}")
+  train(2 2 --steps 20 --resume ${good})
+  if(NOT last_err MATCHES "batch size per rank '32'; this run has '16' \\(--resume-override batch-size")
+    message(FATAL_ERROR "a changed batch size was not refused with the override named:\n${last_err}")
+  endif()
+  train(2 0 --steps 20 --resume ${good} --resume-override batch-size)
+  if(NOT last_err MATCHES "as --resume-override batch-size allows")
+    message(FATAL_ERROR "--resume-override batch-size did not warn:\n${last_err}")
+  endif()
+  string(REPLACE "--batch-size;16" "--batch-size;32" syn "${syn}")
+  # One damaged byte in the middle of the file (the replicas' data): verify and resume refuse it.
+  execute_process(COMMAND ${CKPT} verify ${good} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "^ok: .*format 2, [0-9]+ datasets, [0-9]+ rows with their checksums verified")
+    message(FATAL_ERROR "verify of a sound file: exit ${rc}\n${out}${err}")
+  endif()
+  file(SIZE ${good} size)
+  math(EXPR middle "${size} / 2")
+  file(COPY_FILE ${good} ${work}/damaged.h5)
+  file(WRITE ${work}/byte.bin "Z")
+  execute_process(COMMAND dd if=${work}/byte.bin of=${work}/damaged.h5 bs=1 seek=${middle} conv=notrunc
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  execute_process(COMMAND ${CKPT} verify ${work}/damaged.h5 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "damaged: .*damaged.h5: dataset /replicas/[a-z/]+ row [01] fails its checksum")
+    message(FATAL_ERROR "verify of a damaged file: exit ${rc}\n${out}${err}")
+  endif()
+  train(2 2 --steps 20 --resume ${work}/damaged.h5)
+  if(NOT last_err MATCHES "fails its checksum: the file is damaged")
+    message(FATAL_ERROR "a damaged checkpoint was not refused:\n${last_err}")
+  endif()
+  message(STATUS "verify and resume refuse a damaged byte: ${err}")
+elseif(MODE STREQUAL "diskfull")
+  set(disk ${work}/disk)
+  file(MAKE_DIRECTORY ${disk})
+  # 3 MiB: the first checkpoint (1.7 MB, 2.7 MB claimed while written) fits, the second does not.
+  execute_process(COMMAND mount -t tmpfs -o size=3m tmpfs ${disk} RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(STATUS "SKIPPED: cannot mount a small tmpfs here (${err})")
+    return()
+  endif()
+  set(failures "")
+  function(full_disk tag)
+    execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} ${syn} --steps 40 --checkpoint-every 10
+                            --checkpoint-dir ${disk} ${ARGN}
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+    file(GLOB tmp_files ${disk}/.*.tmp)
+    if(NOT rc EQUAL 74 OR NOT err MATCHES "checkpoint ${disk}/ckpt-000000020.h5: .*No space left on device" OR tmp_files)
+      set(failures "${failures}\n${tag}: exit ${rc}, temporary files '${tmp_files}'\n${err}" PARENT_SCOPE)
+    else()
+      message(STATUS "${tag}: exit 74, ${err}")
+    endif()
+  endfunction()
+  full_disk("claim refused")
+  full_disk("resume on the full disk" --resume auto)
+  set(ENV{A2SGD_FAULT_NO_RESERVE} 1)
+  full_disk("full inside HDF5" --resume auto)
+  unset(ENV{A2SGD_FAULT_NO_RESERVE})
+  execute_process(COMMAND ${CKPT} verify ${disk}/ckpt-000000010.h5 RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    set(failures "${failures}\nthe previous checkpoint does not verify: ${out}${err}")
+  endif()
+  execute_process(COMMAND umount ${disk})
+  if(failures)
+    message(FATAL_ERROR "${failures}")
   endif()
 endif()

@@ -5,9 +5,13 @@
 
 #include <hdf5.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <limits>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -43,8 +47,9 @@ io::CheckpointMetadata make_meta(const Communicator& comm, std::uint64_t step) {
   m.world_size = comm.size();
   m.num_params = n;
   m.step = step;
-  m.epoch = 2;
+  m.epoch = step / 4;  // at most the step: an epoch holds at least one step
   m.samples_in_epoch = 640;
+  m.batch_size = 32;
   return m;
 }
 
@@ -317,6 +322,311 @@ TEST_CASE(
   auto again = empty_state();
   CHECK_THROWS_WITH(io::read_checkpoint(comm, crafted, io::read_checkpoint_metadata(comm, crafted), again),
                     A2SGD_CONTAINS("has 2 columns but names 3 values") && A2SGD_CONTAINS(crafted));
+  comm.barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
+
+namespace {
+
+// Everything a load returns, for comparing the loads of two files.
+struct Loaded {
+  io::CheckpointMetadata meta;
+  std::vector<std::vector<float>> views;
+  std::vector<std::pair<std::string, double>> scalars, timers;
+  std::uint64_t optimizer_steps = 0, exchange_steps = 0;
+
+  bool operator==(const Loaded& o) const {
+    const auto& a = meta;
+    const auto& b = o.meta;
+    return std::tie(a.format_version, a.library_version, a.model, a.layout, a.compressor, a.compressor_options,
+                    a.optimizer, a.optimizer_options, a.dataset, a.world_size, a.num_params, a.batch_size, a.seed,
+                    a.step, a.epoch, a.samples_in_epoch, a.created) ==
+               std::tie(b.format_version, b.library_version, b.model, b.layout, b.compressor, b.compressor_options,
+                        b.optimizer, b.optimizer_options, b.dataset, b.world_size, b.num_params, b.batch_size, b.seed,
+                        b.step, b.epoch, b.samples_in_epoch, b.created) &&
+           bitwise_equal(views, o.views) && scalars_equal(scalars, o.scalars) && scalars_equal(timers, o.timers) &&
+           optimizer_steps == o.optimizer_steps && exchange_steps == o.exchange_steps;
+  }
+  static bool bitwise_equal(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+        return false;
+    return true;
+  }
+  static bool scalars_equal(const std::vector<std::pair<std::string, double>>& a,
+                            const std::vector<std::pair<std::string, double>>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a[i].first != b[i].first || std::memcmp(&a[i].second, &b[i].second, sizeof(double)) != 0) return false;
+    return true;
+  }
+};
+
+io::CheckpointState state_with_model_state() {
+  auto s = empty_state();
+  s.model_state = {{"carried", FloatView("c", 11), StateMerge::mean}};
+  return s;
+}
+
+// A checkpoint at step 8 with every kind of state, model state included.
+std::string write_full(const Communicator& comm, const fs::path& dir) {
+  auto state = make_state(comm.rank());
+  state.model_state = {{"carried", filled(6, comm.rank(), 11), StateMerge::mean}};
+  const std::string path = io::checkpoint_path(dir.string(), 8);
+  io::write_checkpoint(comm, path, make_meta(comm, 8), state);
+  return path;
+}
+
+Loaded load(const Communicator& comm, const std::string& path) {
+  Loaded out;
+  out.meta = io::read_checkpoint_metadata(comm, path);
+  auto s = state_with_model_state();
+  io::read_checkpoint(comm, path, out.meta, s);
+  for (const auto& v : {s.params, s.averaged, s.exchange_state[0].view, s.exchange_state[1].view,
+                        s.optimizer_state[0].view, s.model_state[0].view})
+    out.views.push_back(to_host(v));
+  out.scalars = s.scalars;
+  out.timers = s.timers;
+  out.optimizer_steps = s.optimizer_steps;
+  out.exchange_steps = s.exchange_steps;
+  return out;
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// File offset and size of each row of the contiguous float datasets of a checkpoint.
+struct RowSpan {
+  std::string dataset;
+  std::size_t row, offset, bytes;
+};
+std::vector<RowSpan> row_spans(const std::string& path) {
+  std::vector<RowSpan> spans;
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  for (const char* name : {"/replicas/params", "/replicas/residual", "/replicas/shared", "/replicas/optimizer/momentum",
+                           "/replicas/model_state/carried", "/model/params", "/replicas/scalars", "/replicas/timers"}) {
+    const hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    const hid_t space = H5Dget_space(d), type = H5Dget_type(d);
+    hsize_t dims[2] = {1, 1};
+    const int rank = H5Sget_simple_extent_dims(space, dims, nullptr);
+    const std::size_t rows = rank == 2 ? dims[0] : 1, cols = rank == 2 ? dims[1] : dims[0];
+    const std::size_t row_bytes = cols * H5Tget_size(type);
+    const auto base = static_cast<std::size_t>(H5Dget_offset(d));
+    for (std::size_t r = 0; r < rows; ++r) spans.push_back({name, r, base + r * row_bytes, row_bytes});
+    H5Tclose(type), H5Sclose(space), H5Dclose(d);
+  }
+  H5Fclose(f);
+  return spans;
+}
+
+}  // namespace
+
+TEST_CASE("checksums: a damaged byte in any row is refused with the dataset named", "[checkpoint]") {
+  Communicator comm;
+  const fs::path dir = shared_dir(comm, "crc");
+  const std::string good = write_full(comm, dir);
+  const Loaded reference = load(comm, good);
+  CHECK(reference.meta.format_version == io::checkpoint_format_version);
+  const std::string bad = (dir / "bad.h5").string();
+  std::vector<RowSpan> spans;
+  std::string bytes;
+  if (comm.rank() == 0) {
+    spans = row_spans(good);
+    bytes = file_bytes(good);
+  }
+  std::uint64_t count = spans.size();
+  comm.broadcast(&count, 1, 0);
+  REQUIRE(count == 5 * static_cast<std::uint64_t>(comm.size()) + 1 + 2 * static_cast<std::uint64_t>(comm.size()));
+  for (std::uint64_t k = 0; k < count; ++k) {
+    // The middle byte of row k's data, then its last byte (the exponent of a float).
+    for (int where = 0; where < 2; ++where) {
+      std::string name;
+      std::uint64_t row = 0;
+      if (comm.rank() == 0) {
+        std::string damaged = bytes;
+        const RowSpan& s = spans[k];
+        damaged[s.offset + (where == 0 ? s.bytes / 2 : s.bytes - 1)] ^= 0x10;
+        write_bytes(bad, damaged);
+        name = s.dataset;
+        row = s.row;
+      }
+      std::uint64_t len = name.size();
+      comm.broadcast(&len, 1, 0);
+      name.resize(len);
+      comm.broadcast(name.data(), len, 0);
+      comm.broadcast(&row, 1, 0);
+      INFO(name << " row " << row);
+      // Every rank reads every row of scalars/timers and of the averaged model, and its own rows
+      // of the others; a row that no rank reads at this world size is still refused by the
+      // rank that reads it, so the collective load fails.
+      CHECK_THROWS_WITH(load(comm, bad),
+                        A2SGD_CONTAINS("dataset " + name + " row ") && A2SGD_CONTAINS("fails its checksum"));
+    }
+  }
+  comm.barrier();
+  if (comm.rank() == 0) fs::remove_all(dir);
+}
+
+TEST_CASE("checksums: no damaged byte anywhere in the file loads into a different state", "[checkpoint]") {
+  Communicator world;
+  // A serial sweep over the file (one rank reads everything at the same world size), run once:
+  // by the 1-rank variant of this test.
+  auto self = first_ranks(world, 1);
+  if (self && world.size() == 1) {
+    const Communicator& comm = *self;
+    const fs::path dir = shared_dir(comm, "sweep");
+    const std::string good = write_full(comm, dir);
+    const Loaded reference = load(comm, good);
+    const std::string bytes = file_bytes(good), bad = (dir / "bad.h5").string();
+    // Every byte up to the first dataset's data (superblock, object headers, attributes), then
+    // every 13th byte of the rest: about 3,000 loads.
+    std::size_t first_data = bytes.size();
+    for (const auto& s : row_spans(good)) first_data = std::min(first_data, s.offset);
+    std::size_t refused = 0, harmless = 0, different = 0;
+    std::string different_at;
+    for (std::size_t at = 0; at < bytes.size(); at += at < first_data ? 1 : 13) {
+      std::string damaged = bytes;
+      damaged[at] = static_cast<char>(damaged[at] ^ 0x5a);
+      write_bytes(bad, damaged);
+      try {
+        if (load(comm, bad) == reference) {
+          ++harmless;
+        } else {
+          if (different++ == 0) different_at = std::to_string(at);
+        }
+      } catch (const CollectiveError&) {
+        ++refused;
+      }
+    }
+    INFO("file of " << bytes.size() << " bytes, metadata before byte " << first_data << ": " << refused << " refused, "
+                    << harmless << " harmless, " << different << " different (first at byte " << different_at << ")");
+    CHECK(different == 0);
+    CHECK(refused > harmless);
+    fs::remove_all(dir);
+  }
+  world.barrier();
+}
+
+namespace {
+
+// Serial edits of a checkpoint with the HDF5 C API, as a hostile or older writer would leave it.
+void edit(const std::string& path, const std::function<void(hid_t)>& fn) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  REQUIRE(f >= 0);
+  fn(f);
+  H5Fclose(f);
+}
+
+herr_t drop_checksum(hid_t, const char* name, const H5L_info_t*, void* file) {
+  const hid_t f = *static_cast<hid_t*>(file);
+  const hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  if (d >= 0) {
+    if (H5Aexists(d, "crc32") > 0) H5Adelete(d, "crc32");
+    H5Dclose(d);
+  }
+  return 0;
+}
+
+template <class T>
+void set_attr(hid_t f, const char* name, hid_t file_type, hid_t mem_type, T value) {
+  H5Adelete(f, name);
+  const hid_t space = H5Screate(H5S_SCALAR);
+  const hid_t a = H5Acreate2(f, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, mem_type, &value);
+  H5Aclose(a), H5Sclose(space);
+}
+
+// Format 1: no checksums.
+void make_format_1(hid_t f) {
+  hid_t file = f;
+  H5Lvisit(f, H5_INDEX_NAME, H5_ITER_INC, drop_checksum, &file);
+  set_attr<std::int64_t>(f, "format_version", H5T_STD_I64LE, H5T_NATIVE_INT64, 1);
+}
+
+// Replaces dataset `name` by one of the same shape stored as `type`, holding `values`.
+void retype(hid_t f, const char* name, hid_t type, const std::vector<float>& values) {
+  const hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+  const hid_t space = H5Dget_space(d);
+  H5Dclose(d);
+  H5Ldelete(f, name, H5P_DEFAULT);
+  const hid_t nd = H5Dcreate2(f, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(nd, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
+  H5Dclose(nd), H5Sclose(space);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint values: format 1 files load; wrong types, ranges and non-finite values are refused",
+          "[checkpoint]") {
+  Communicator comm;
+  const fs::path dir = shared_dir(comm, "strict");
+  const std::string good = write_full(comm, dir);
+  const Loaded reference = load(comm, good);
+  const auto p = static_cast<std::size_t>(comm.size());
+  auto variant = [&](const std::string& name, const std::function<void(hid_t)>& fn) {
+    const std::string path = (dir / (name + ".h5")).string();
+    if (comm.rank() == 0) {
+      fs::copy_file(good, path, fs::copy_options::overwrite_existing);
+      edit(path, fn);
+    }
+    comm.barrier();
+    return path;
+  };
+  // A file of format 1 (no checksums) loads into the same state, bar its version number.
+  {
+    const std::string v1 = variant("v1", make_format_1);
+    Loaded got = load(comm, v1);
+    CHECK(got.meta.format_version == 1);
+    got.meta.format_version = reference.meta.format_version;
+    CHECK(got == reference);
+  }
+  std::vector<float> nan_row(p * static_cast<std::size_t>(n), 1.0f);
+  nan_row[p * static_cast<std::size_t>(n) - 1] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> ones(p * static_cast<std::size_t>(n), 1.0f);
+  const std::vector<std::pair<std::string, std::function<void(hid_t)>>> cases = {
+      {"attribute \"step\" is not stored as uint64",
+       [](hid_t f) { set_attr<double>(f, "step", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1.5); }},
+      {"attribute \"world_size\" is not stored as int64",
+       [&](hid_t f) { set_attr<std::int32_t>(f, "world_size", H5T_STD_I32LE, H5T_NATIVE_INT32, comm.size()); }},
+      {"attribute \"step\" = 9223372036854775808 is out of range",
+       [](hid_t f) { set_attr<std::uint64_t>(f, "step", H5T_STD_U64LE, H5T_NATIVE_UINT64, std::uint64_t(1) << 63); }},
+      {"epoch 3 is beyond step 2",
+       [](hid_t f) {
+         set_attr<std::uint64_t>(f, "step", H5T_STD_U64LE, H5T_NATIVE_UINT64, 2);
+         set_attr<std::uint64_t>(f, "epoch", H5T_STD_U64LE, H5T_NATIVE_UINT64, 3);
+       }},
+      {"batch_size -5", [](hid_t f) { set_attr<std::int64_t>(f, "batch_size", H5T_STD_I64LE, H5T_NATIVE_INT64, -5); }},
+      {"dataset /replicas/params is not float32",
+       [&](hid_t f) {
+         make_format_1(f);
+         retype(f, "/replicas/params", H5T_STD_I32LE, ones);
+       }},
+      {"dataset /replicas/optimizer/momentum is not float32",
+       [&](hid_t f) {
+         make_format_1(f);
+         retype(f, "/replicas/optimizer/momentum", H5T_IEEE_F64LE, ones);
+       }},
+      // Without checksums (format 1) a NaN still does not pass.
+      {"dataset /replicas/residual row " + std::to_string(p - 1) + " holds a non-finite value",
+       [&](hid_t f) {
+         make_format_1(f);
+         retype(f, "/replicas/residual", H5T_IEEE_F32LE, nan_row);
+       }},
+      {"dataset /replicas/params has no checksum",
+       [](hid_t f) {
+         const hid_t d = H5Dopen2(f, "/replicas/params", H5P_DEFAULT);
+         H5Adelete(d, "crc32");
+         H5Dclose(d);
+       }},
+  };
+  for (const auto& [message, fn] : cases) {
+    INFO(message);
+    const std::string path = variant("case", fn);
+    CHECK_THROWS_WITH(load(comm, path), A2SGD_CONTAINS(message) && A2SGD_CONTAINS(path));
+  }
   comm.barrier();
   if (comm.rank() == 0) fs::remove_all(dir);
 }

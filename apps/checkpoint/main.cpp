@@ -2,6 +2,8 @@
 //
 //   a2sgd-checkpoint info FILE        attributes and datasets
 //   a2sgd-checkpoint diff A B         exit 0 when every dataset and run attribute is identical
+//   a2sgd-checkpoint verify FILE      exit 0 when the metadata and every row pass their checks
+//                                     (checksums, types, finite values), 2 naming what failed
 //   mpirun -np P a2sgd-checkpoint bench [--params N] [--dir DIR]
 //                                     parallel checkpoint write/read bandwidth against a plain
 //                                     sequential write/read of the same bytes, in one run
@@ -26,6 +28,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: a2sgd-checkpoint info FILE\n"
                "       a2sgd-checkpoint diff A B\n"
+               "       a2sgd-checkpoint verify FILE\n"
                "       mpirun -np P a2sgd-checkpoint bench [--params N] [--repeats R] [--dir DIR]\n");
   return 2;
 }
@@ -97,6 +100,7 @@ int bench(int argc, char** argv, const Communicator& comm) {
   meta.optimizer = "sgd";
   meta.world_size = comm.size();
   meta.num_params = n;
+  meta.batch_size = 1;
   io::CheckpointState state;
   state.params = params;
   state.averaged = averaged;
@@ -158,6 +162,13 @@ int run(int argc, char** argv, const Communicator& comm) {
   if (cmd == "info" && argc == 3) {
     std::printf("%s", io::describe_checkpoint(argv[2]).c_str());
     return 0;
+  }
+  if (cmd == "verify" && argc == 3) {
+    std::string summary;
+    const auto problems = io::verify_checkpoint(argv[2], summary);
+    for (const auto& p : problems) std::fprintf(stderr, "a2sgd-checkpoint: damaged: %s\n", p.c_str());
+    if (problems.empty()) std::printf("ok: %s\n", summary.c_str());
+    return problems.empty() ? 0 : 2;
   }
   if (cmd == "diff" && argc == 4) {
     const auto diffs = io::compare_checkpoints(argv[2], argv[3]);

@@ -3,6 +3,7 @@
 // installed package alike).
 
 #include <a2sgd/comm/Communicator.hpp>
+#include <a2sgd/io/Checkpoint.hpp>
 
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
@@ -47,6 +48,13 @@ int app_main(int argc, char** argv, const char* name, Run run) {
       std::fprintf(stderr, "%s: error: Kokkos rejected its options (%s): %s (--kokkos-help lists them)\n", name,
                    given.c_str(), e.what());
     code = 2;
+  }
+  // A checkpoint write that failed inside HDF5 left a file that HDF5's clean-up in MPI_Finalize
+  // would wait on forever; the error has been reported, so end the job with its code instead.
+  if (!io::can_finalize()) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
   }
   MPI_Finalize();
   return code;

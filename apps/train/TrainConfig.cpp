@@ -63,7 +63,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   // Signed types for sizes so that "-5" is rejected with a message instead of wrapping around.
   std::string hidden = "256,256", init = "he", optimizer, schedule = "constant", compressor = "a2sgd";
   std::string averaging = "mean", residual = "local", error_feedback = "on", config_file, granularity = "model";
-  std::string moments = "local";
+  std::string moments = "local", resume_override;
   long long epochs = 3, steps = 0, batch = 64, eval_every = -1, log_every = 50, warmup = 0, lr_warmup = 0;
   long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
   long long checkpoint_every = 0, keep_checkpoints = 3;
@@ -168,7 +168,10 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "keep-checkpoints", po::value(&keep_checkpoints)->default_value(keep_checkpoints),
       "newest checkpoints kept in the directory (0: all)")(
       "resume", po::value(&c.resume), "auto (newest valid checkpoint in --checkpoint-dir, or start fresh) | FILE")(
-      "eval-only", po::bool_switch(&c.eval_only), "evaluate the checkpoint given by --resume and exit");
+      "eval-only", po::bool_switch(&c.eval_only), "evaluate the checkpoint given by --resume and exit")(
+      "resume-override", po::value(&resume_override),
+      "settings that may differ from the checkpoint's, comma-separated: batch-size, dataset, model "
+      "(otherwise a difference is an error)");
 
   po::options_description all;
   all.add(general).add(model).add(run).add(exch).add(out).add(ckpt);
@@ -295,6 +298,15 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
     throw InvalidArgument("--resume: needs 'auto' or a checkpoint file, got an empty string");
   if (c.resume == "auto" && c.checkpoint_dir.empty()) throw InvalidArgument("--resume auto needs --checkpoint-dir");
   if (c.eval_only && (c.resume.empty() || c.resume == "auto")) throw InvalidArgument("--eval-only needs --resume FILE");
+  if (vm.count("resume-override")) {
+    if (c.resume.empty()) throw InvalidArgument("--resume-override needs --resume");
+    std::stringstream list(resume_override);
+    for (std::string item; std::getline(list, item, ',');) {
+      if (item != "batch-size" && item != "dataset" && item != "model")
+        throw InvalidArgument("--resume-override: \"" + item + "\" is not one of batch-size, dataset, model");
+      c.resume_overrides.push_back(item);
+    }
+  }
 
   // Exchange method and its options.
   {
@@ -417,6 +429,7 @@ TrainerConfig TrainConfig::trainer() const {
   t.keep_checkpoints = keep_checkpoints;
   t.resume = resume;
   t.eval_only = eval_only;
+  t.resume_overrides = resume_overrides;
   t.divergence_threshold = divergence_threshold;
   t.divergence_patience = divergence_patience;
   t.stop_on_divergence = stop_on_divergence;

@@ -51,6 +51,7 @@ struct TrainConfig {
   std::uint64_t keep_checkpoints = 3;  // 0: keep all
   std::string resume;                  // "", "auto" or a file
   bool eval_only = false;
+  std::vector<std::string> resume_overrides;  // settings allowed to differ on resume
 
   /// The options as an INI file that --config reads back.
   std::string to_ini() const;

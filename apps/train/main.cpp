@@ -2,7 +2,8 @@
 // (LSTM on Penn Treebank) with A2SGD, dense all-reduce or a baseline compressor.
 //
 // Exit codes: 0 success, 2 invalid options or input data, 3 training diverged, 75 stopped by a
-// signal (SIGUSR1/SIGTERM) after writing a checkpoint: requeue and --resume auto, 1 other errors;
+// signal (SIGUSR1/SIGTERM) after writing a checkpoint: requeue and --resume auto, 74 a checkpoint
+// could not be written (disk full, quota, I/O error; the previous ones are intact), 1 other errors;
 // 128 + n: a second signal n ended the run at once. Every error is reported once (by rank 0) and
 // every rank exits with the same code.
 #include "../common/AppMain.hpp"
@@ -161,6 +162,9 @@ int run(int argc, char** argv, const Communicator& comm) {
     std::snprintf(hint, sizeof hint, ". Try a smaller learning rate (e.g. --lr %g).", config.lr.base_lr / 10);
     report(comm, std::string("training diverged: ") + e.what() + hint);
     return 3;
+  } catch (const IoError& e) {
+    report(comm, std::string("error: ") + e.what() + " (exit code " + std::to_string(exit_code_io) + ")");
+    return exit_code_io;
   } catch (const CollectiveError& e) {
     report(comm, std::string("error: ") + e.what());
     return 1;

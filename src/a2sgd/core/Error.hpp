@@ -38,6 +38,16 @@ class CollectiveError : public Error {
   int m_origin_rank;
 };
 
+/// A file could not be written at the operating-system level (disk full, quota exceeded, I/O
+/// error); raised on every rank. What the file replaces is intact.
+class IoError : public CollectiveError {
+ public:
+  using CollectiveError::CollectiveError;
+};
+
+/// Exit code of the applications for an IoError: EX_IOERR from sysexits.h.
+inline constexpr int exit_code_io = 74;
+
 /// Non-finite values (NaN/Inf) were found in gradients or parameters; raised on every rank.
 class NonFiniteError : public CollectiveError {
  public:

@@ -5,6 +5,9 @@
 /// KILL) when it reaches `site` at `step`. Several such faults may be given, separated by commas.
 /// Sites used by a2sgd: "step" (after a training step completes) and "checkpoint-write" (inside
 /// a checkpoint write, after the data and before the file is published). Unset: a no-op.
+///
+/// A2SGD_FAULT_NO_RESERVE=1 makes checkpoint writes skip claiming their disk space first, so that
+/// a full disk fails inside HDF5's writes (the path io::can_finalize() exists for).
 
 #include <cstdint>
 

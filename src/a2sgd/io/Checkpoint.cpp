@@ -5,15 +5,22 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <regex>
+#include <type_traits>
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace a2sgd::io {
 namespace {
@@ -25,6 +32,8 @@ namespace fs = std::filesystem;
 // MPI-IO counts are int: one collective transfer moves at most 2^28 floats (1 GiB).
 constexpr hsize_t max_transfer = hsize_t(1) << 28;
 
+constexpr std::uint64_t max_counter = std::uint64_t(1) << 53;
+
 using HostFloats = Kokkos::View<float*, Kokkos::HostSpace>;
 
 HostFloats to_host(const FloatView& v) {
@@ -35,6 +44,63 @@ Handle mpio_fapl(const Communicator& comm) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate(file access) failed");
   check(H5Pset_fapl_mpio(fapl.get(), comm.get(), MPI_INFO_NULL), "H5Pset_fapl_mpio failed");
   return fapl;
+}
+
+// The file format of HDF5 1.8 and later keeps a checksum in every superblock, object header
+// and attribute record, so a damaged byte of metadata fails to open instead of being read.
+Handle create_fapl(const Communicator& comm) {
+  Handle fapl = mpio_fapl(comm);
+  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST), "H5Pset_libver_bounds failed");
+  return fapl;
+}
+
+// ---- checksums of the data ----
+
+// Computed over the values' bytes in memory, which are the stored IEEE little-endian bytes.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "checkpoint checksums assume a little-endian host");
+
+std::uint32_t crc32_of(const void* data, std::size_t bytes, std::uint32_t crc = 0) {
+  return static_cast<std::uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), bytes));
+}
+
+constexpr const char* checksum_attr = "crc32";
+
+// One CRC-32 per row of a dataset (a single one for a vector), as an attribute of it.
+void write_checksums(hid_t dset, const std::vector<std::uint32_t>& crcs, const std::string& name) {
+  const hsize_t count = crcs.size();
+  Handle space(H5Screate_simple(1, &count, nullptr), H5Sclose, "H5Screate_simple failed");
+  Handle attr(H5Acreate2(dset, checksum_attr, H5T_STD_U32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+              "cannot create the checksums of " + name);
+  check(H5Awrite(attr.get(), H5T_NATIVE_UINT32, crcs.data()), "cannot write the checksums of " + name);
+}
+
+// The stored CRC of row `row` of a dataset with `rows` rows; none when the file predates them.
+std::optional<std::uint32_t> stored_checksum(hid_t dset, hsize_t row, hsize_t rows, bool required,
+                                             const std::string& name, const std::string& path) {
+  if (H5Aexists(dset, checksum_attr) <= 0) {
+    if (required) throw Error(path + ": dataset " + name + " has no checksum");
+    return std::nullopt;
+  }
+  Handle attr(H5Aopen(dset, checksum_attr, H5P_DEFAULT), H5Aclose, path + ": cannot open the checksums of " + name);
+  Handle space(H5Aget_space(attr.get()), H5Sclose, path + ": cannot read the checksums of " + name);
+  Handle type(H5Aget_type(attr.get()), H5Tclose, path + ": cannot read the checksums of " + name);
+  hsize_t count = 0;
+  if (H5Sget_simple_extent_ndims(space.get()) != 1 || H5Sget_simple_extent_dims(space.get(), &count, nullptr) != 1 ||
+      count != rows || H5Tget_class(type.get()) != H5T_INTEGER || H5Tget_size(type.get()) != 4)
+    throw Error(path + ": the checksums of dataset " + name + " do not match its rows");
+  std::vector<std::uint32_t> crcs(count);
+  check(H5Aread(attr.get(), H5T_NATIVE_UINT32, crcs.data()), path + ": cannot read the checksums of " + name);
+  return crcs[row];
+}
+
+void verify_checksum(std::optional<std::uint32_t> stored, std::uint32_t computed, hsize_t row, const std::string& name,
+                     const std::string& path) {
+  if (stored && *stored != computed) {
+    char text[96];
+    std::snprintf(text, sizeof text, " (stored %08x, computed %08x)", *stored, computed);
+    throw Error(path + ": dataset " + name + " row " + std::to_string(row) +
+                " fails its checksum: the file is damaged" + text);
+  }
 }
 
 // Datasets are written in full right after creation: writing HDF5's fill values first (its
@@ -78,10 +144,21 @@ bool has_attr(hid_t obj, const char* name) {
   return H5Aexists(obj, name) > 0;
 }
 
+// The writer stores 64-bit integers of one signedness per attribute; anything else (a float
+// "step", a 32-bit or unsigned "world_size") is refused rather than converted.
 template <class T>
 T read_int_attr(hid_t obj, const char* name, hid_t type, const std::string& file) {
+  static_assert(sizeof(T) == 8);
   if (!has_attr(obj, name)) throw Error(file + ": attribute \"" + name + "\" is missing");
   Handle attr(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose, file + ": cannot open attribute " + name);
+  Handle stored(H5Aget_type(attr.get()), H5Tclose, file + ": cannot read the type of attribute " + name);
+  Handle space(H5Aget_space(attr.get()), H5Sclose, file + ": cannot read the shape of attribute " + name);
+  const bool want_signed = std::is_signed_v<T>;
+  if (H5Tget_class(stored.get()) != H5T_INTEGER || H5Tget_size(stored.get()) != 8 ||
+      (H5Tget_sign(stored.get()) == H5T_SGN_2) != want_signed)
+    throw Error(file + ": attribute \"" + name + "\" is not stored as " + (want_signed ? "int64" : "uint64"));
+  if (H5Sget_simple_extent_type(space.get()) != H5S_SCALAR)
+    throw Error(file + ": attribute \"" + name + "\" is not a single value");
   T v{};
   check(H5Aread(attr.get(), type, &v), file + ": cannot read attribute " + name);
   return v;
@@ -107,7 +184,8 @@ Handle create_group(hid_t file, const char* name) {
 }
 
 // [p, n] float32; every rank writes its row.
-void write_rows(hid_t file, const std::string& name, const HostFloats& row, int p, int rank, hid_t dxpl) {
+void write_rows(hid_t file, const std::string& name, const HostFloats& row, int p, int rank, hid_t dxpl,
+                const std::vector<std::uint32_t>& crcs) {
   const hsize_t n = row.extent(0);
   const hsize_t dims[2] = {static_cast<hsize_t>(p), n};
   Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose, "H5Screate_simple failed");
@@ -122,10 +200,12 @@ void write_rows(hid_t file, const std::string& name, const HostFloats& row, int 
     check(H5Dwrite(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl, row.data() + off),
           "cannot write dataset " + name);
   }
+  write_checksums(dset.get(), crcs, name);
 }
 
 // [n] float32 written by rank 0 (the others take part in the collective with an empty selection).
-void write_vector(hid_t file, const std::string& name, const HostFloats& v, hsize_t n, int rank, hid_t dxpl) {
+void write_vector(hid_t file, const std::string& name, const HostFloats& v, hsize_t n, int rank, hid_t dxpl,
+                  std::uint32_t crc) {
   Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "H5Screate_simple failed");
   Handle dcpl = no_fill_dcpl();
   Handle dset(H5Dcreate2(file, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
@@ -145,6 +225,7 @@ void write_vector(hid_t file, const std::string& name, const HostFloats& v, hsiz
     check(H5Dwrite(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl, rank == 0 ? v.data() + off : &dummy),
           "cannot write dataset " + name);
   }
+  write_checksums(dset.get(), {crc}, name);
 }
 
 std::vector<hsize_t> dataset_shape(hid_t file, const std::string& name, const std::string& path) {
@@ -170,11 +251,18 @@ void require_shape(hid_t file, const std::string& name, const std::vector<hsize_
   }
 }
 
-// Reads row `row` of an [p, n] dataset (or the whole of an [n] one when row < 0) into `out`.
+// Reads row `row` of an [p, n] dataset (or the whole of an [n] one when `vector`) into `out`,
+// which must then pass the stored checksum (when the file has them) and hold finite values only.
 void read_row(hid_t file, const std::string& name, hsize_t row, bool vector, float* out, hsize_t n, hid_t dxpl,
-              const std::string& path) {
+              bool require_checksum, const std::string& path) {
   Handle dset(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose, path + ": cannot open dataset " + name);
+  Handle type(H5Dget_type(dset.get()), H5Tclose, path + ": cannot read the type of " + name);
+  if (H5Tequal(type.get(), H5T_IEEE_F32LE) <= 0) throw Error(path + ": dataset " + name + " is not float32");
   Handle space(H5Dget_space(dset.get()), H5Sclose, path + ": cannot read dataset " + name);
+  hsize_t dims[2] = {1, 1};
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  const auto stored = stored_checksum(dset.get(), vector ? 0 : row, vector ? 1 : dims[0], require_checksum, name, path);
+  std::uint32_t crc = 0;
   for (hsize_t off = 0; off < n; off += max_transfer) {
     const hsize_t len = std::min(max_transfer, n - off);
     if (vector) {
@@ -186,40 +274,53 @@ void read_row(hid_t file, const std::string& name, hsize_t row, bool vector, flo
     Handle mem(H5Screate_simple(1, &len, nullptr), H5Sclose, "H5Screate_simple failed");
     check(H5Dread(dset.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), dxpl, out + off),
           path + ": cannot read dataset " + name + " (truncated or corrupt file?)");
+    crc = crc32_of(out + off, len * sizeof(float), crc);
   }
+  verify_checksum(stored, crc, row, name, path);
+  for (hsize_t i = 0; i < n; ++i)
+    if (!std::isfinite(out[i]))
+      throw Error(path + ": dataset " + name + " row " + std::to_string(row) + " holds a non-finite value (at " +
+                  std::to_string(i) + ")");
 }
 
-// Per-rank named values: [p, k] float64 with their names as an attribute.
+// Per-rank named values: [p, k] float64 with their names as an attribute. A row holds at least
+// one value (zero when there are none).
+std::vector<double> named_row(const std::vector<std::pair<std::string, double>>& values) {
+  std::vector<double> row(std::max<std::size_t>(values.size(), 1), 0.0);
+  for (std::size_t i = 0; i < values.size(); ++i) row[i] = values[i].second;
+  return row;
+}
+
 void write_named_values(hid_t f, const char* name, const std::vector<std::pair<std::string, double>>& values, int p,
-                        int rank, hid_t dxpl) {
-  const hsize_t k = values.size();
-  const hsize_t dims[2] = {static_cast<hsize_t>(p), std::max<hsize_t>(k, 1)};
+                        int rank, hid_t dxpl, const std::vector<std::uint32_t>& crcs) {
+  const std::vector<double> row = named_row(values);
+  const hsize_t dims[2] = {static_cast<hsize_t>(p), row.size()};
   Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose, "H5Screate_simple failed");
   Handle dset(H5Dcreate2(f, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
               std::string("cannot create dataset ") + name);
-  std::vector<double> row(dims[1], 0.0);
   std::string names;
-  for (std::size_t i = 0; i < k; ++i) {
-    row[i] = values[i].second;
-    names += (i ? "\n" : "") + values[i].first;
-  }
+  for (std::size_t i = 0; i < values.size(); ++i) names += (i ? "\n" : "") + values[i].first;
   const hsize_t start[2] = {static_cast<hsize_t>(rank), 0}, count[2] = {1, dims[1]};
   check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), "hyperslab failed");
   Handle mem(H5Screate_simple(1, &dims[1], nullptr), H5Sclose, "H5Screate_simple failed");
   check(H5Dwrite(dset.get(), H5T_NATIVE_DOUBLE, mem.get(), space.get(), dxpl, row.data()),
         std::string("cannot write dataset ") + name);
   write_attr(dset.get(), "names", names);
+  write_checksums(dset.get(), crcs, name);
 }
 
 // Restores named per-rank values: this rank's row (same world size) or the mean over the old
 // ranks (elastic restart). Every requested name must be present but those in `optional` (values
 // newer than some files), which keep the caller's value when absent.
 void read_named_values(hid_t f, const char* name, std::vector<std::pair<std::string, double>>& values, hsize_t p_old,
-                       bool same, int rank, hid_t dxpl, const std::string& path,
+                       bool same, int rank, hid_t dxpl, bool require_checksum, const std::string& path,
                        const std::vector<std::string>& optional = {}) {
   const auto dims = dataset_shape(f, name, path);
   if (dims.size() != 2 || dims[0] != p_old) throw Error(path + ": dataset " + name + " has the wrong shape");
   Handle dset(H5Dopen2(f, name, H5P_DEFAULT), H5Dclose, path + ": cannot open " + name);
+  Handle type(H5Dget_type(dset.get()), H5Tclose, path + ": cannot read the type of " + name);
+  if (H5Tequal(type.get(), H5T_IEEE_F64LE) <= 0)
+    throw Error(path + ": dataset " + std::string(name) + " is not float64");
   std::vector<std::string> names;
   const std::string all_names = read_string_attr(dset.get(), "names", path);
   for (std::size_t start = 0; !all_names.empty() && start <= all_names.size();) {
@@ -233,6 +334,12 @@ void read_named_values(hid_t f, const char* name, std::vector<std::pair<std::str
   std::vector<double> all(dims[0] * dims[1]);
   if (!all.empty())
     check(H5Dread(dset.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, dxpl, all.data()), path + ": cannot read " + name);
+  for (hsize_t r = 0; r < dims[0]; ++r) {
+    const double* row = all.data() + r * dims[1];
+    // Not required finite: some counters start at infinity (a schedule's best loss so far).
+    verify_checksum(stored_checksum(dset.get(), r, dims[0], require_checksum, name, path),
+                    crc32_of(row, dims[1] * sizeof(double)), r, name, path);
+  }
   for (auto& [key, value] : values) {
     const auto it = std::find(names.begin(), names.end(), key);
     if (it == names.end() && std::find(optional.begin(), optional.end(), key) != optional.end()) continue;
@@ -281,6 +388,53 @@ Handle open_read_only(const Communicator& comm, const std::string& path) {
   return file;
 }
 
+// HDF5 metadata (superblock, object headers, attributes) beyond the data: a few KiB per dataset;
+// the allowance is generous because it is only claimed while the file is written.
+std::uint64_t metadata_allowance(std::size_t datasets) {
+  return (std::uint64_t(1) << 20) + std::uint64_t(datasets) * (std::uint64_t(16) << 10);
+}
+
+std::string megabytes(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return text;
+}
+
+// Creates the empty temporary file with `bytes` of disk space allocated past its end
+// (FALLOC_FL_KEEP_SIZE: the size stays 0, so HDF5's create does not truncate the claim away).
+// Where the file system cannot allocate ahead, its free space is checked instead.
+void reserve_space(const std::string& tmp, const std::string& path, std::uint64_t bytes) {
+  // Test hook (FaultInjection.hpp): skip the claim, so that a full disk fails inside HDF5.
+  if (const char* skip = std::getenv("A2SGD_FAULT_NO_RESERVE"); skip && std::string(skip) == "1") return;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error("cannot create checkpoint file " + tmp + ": " + std::strerror(err));
+  }
+  int err = 0;
+#ifdef __linux__
+  if (::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes)) != 0) err = errno;
+#else
+  err = EOPNOTSUPP;
+#endif
+  ::close(fd);
+  if (err == EOPNOTSUPP || err == ENOSYS) {
+    struct statvfs fs_info {};
+    if (::statvfs(tmp.c_str(), &fs_info) == 0 &&
+        std::uint64_t(fs_info.f_bavail) * std::uint64_t(fs_info.f_frsize) < bytes)
+      err = ENOSPC;
+    else
+      err = 0;
+  }
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    throw Error("cannot write checkpoint " + path + ": " + std::strerror(err) + " (it needs about " + megabytes(bytes) +
+                "; the previous checkpoints are kept)");
+  }
+}
+
+bool finalize_unsafe = false;
+
 }  // namespace
 
 std::string checkpoint_path(const std::string& dir, std::uint64_t step) {
@@ -320,6 +474,7 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
     for (const auto& s : state.optimizer_state) need(s.view, s.name);
     if (meta.world_size != p)
       throw InvalidArgument("write_checkpoint: metadata world size differs from the communicator");
+    if (meta.batch_size < 1) throw InvalidArgument("write_checkpoint: metadata batch size must be at least 1");
   });
   const fs::path final_path(path);
   const std::string tmp = (final_path.parent_path() / ("." + final_path.filename().string() + ".tmp")).string();
@@ -339,86 +494,168 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
   for (const auto& s : state.model_state) model_state.push_back(to_host(s.view));
   const HostFloats averaged = rank == 0 ? to_host(state.averaged) : HostFloats("empty", 0);
 
-  Handle file;
-  comm.all_or_throw([&] {
-    Handle fapl = mpio_fapl(comm);
-    file = Handle(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
-                  "cannot create checkpoint file " + tmp + " (missing directory, no permission or disk full?)");
-  });
-  // From here every call is collective and its failure is symmetric in practice (I/O errors of a
-  // shared file); a failure still becomes a CollectiveError below.
-  comm.all_or_throw([&] {
-    const hid_t f = file.get();
-    write_attr(f, "format_version", meta.format_version);
-    write_attr(f, "library_version", meta.library_version);
-    write_attr(f, "model", meta.model);
-    write_attr(f, "layout", meta.layout);
-    write_attr(f, "compressor", meta.compressor);
-    write_attr(f, "compressor_options", meta.compressor_options);
-    write_attr(f, "optimizer", meta.optimizer);
-    write_attr(f, "optimizer_options", meta.optimizer_options);
-    write_attr(f, "dataset", meta.dataset);
-    write_attr(f, "world_size", meta.world_size);
-    write_attr(f, "num_params", meta.num_params);
-    write_attr(f, "batch_size", meta.batch_size);
-    write_attr(f, "seed", meta.seed);
-    write_attr(f, "step", meta.step);
-    write_attr(f, "epoch", meta.epoch);
-    write_attr(f, "samples_in_epoch", meta.samples_in_epoch);
-    write_attr(f, "created", created);
-    write_attr(f, "optimizer_steps", state.optimizer_steps);
-    write_attr(f, "exchange_steps", state.exchange_steps);
+  // Every row's CRC-32, computed before the file exists and gathered in one collective (a
+  // dataset's checksum attribute is written with the same value on every rank). Order: params,
+  // exchange state, optimizer state, model state, averaged model (rank 0's), scalars, timers.
+  std::vector<std::uint32_t> mine;
+  std::uint64_t data_bytes = 0;
+  auto add_row = [&](const HostFloats& v) {
+    mine.push_back(crc32_of(v.data(), v.extent(0) * sizeof(float)));
+    data_bytes += std::uint64_t(v.extent(0)) * sizeof(float) * std::uint64_t(p);
+  };
+  add_row(params);
+  for (const auto& v : exch) add_row(v);
+  for (const auto& v : optim) add_row(v);
+  for (const auto& v : model_state) add_row(v);
+  mine.push_back(rank == 0 ? crc32_of(averaged.data(), n * sizeof(float)) : 0);
+  data_bytes += std::uint64_t(n) * sizeof(float);
+  for (const auto* values : {&state.scalars, &state.timers}) {
+    const std::vector<double> row = named_row(*values);
+    mine.push_back(crc32_of(row.data(), row.size() * sizeof(double)));
+    data_bytes += std::uint64_t(row.size()) * sizeof(double) * std::uint64_t(p);
+  }
+  const std::size_t k = mine.size();
+  std::vector<std::uint32_t> gathered(k * static_cast<std::size_t>(p));
+  comm.allgather(mine.data(), k, gathered.data());
+  auto crcs_of = [&](std::size_t j) {
+    std::vector<std::uint32_t> column(static_cast<std::size_t>(p));
+    for (int r = 0; r < p; ++r) column[static_cast<std::size_t>(r)] = gathered[static_cast<std::size_t>(r) * k + j];
+    return column;
+  };
 
-    Handle dxpl = transfer_plist(false);
-    Handle replicas = create_group(f, "/replicas");
-    Handle optimizer_group = create_group(f, "/replicas/optimizer");
-    Handle model = create_group(f, "/model");
-    write_rows(f, "/replicas/params", params, p, rank, dxpl.get());
-    for (std::size_t i = 0; i < exch.size(); ++i)
-      write_rows(f, exchange_dataset(state.exchange_state[i].name), exch[i], p, rank, dxpl.get());
-    for (std::size_t i = 0; i < optim.size(); ++i)
-      write_rows(f, optimizer_dataset(state.optimizer_state[i].name), optim[i], p, rank, dxpl.get());
-    if (!model_state.empty()) {
-      Handle model_state_group = create_group(f, "/replicas/model_state");
+  try {
+    // The file's space is claimed before HDF5 writes a byte: a full disk or an exhausted quota is
+    // then a clean error here, never a failed write in the middle of HDF5's collective state.
+    comm.all_or_throw([&] {
+      if (rank == 0) reserve_space(tmp, path, data_bytes + metadata_allowance(k));
+    });
+    Handle file;
+    comm.all_or_throw([&] {
+      Handle fapl = create_fapl(comm);
+      file = Handle(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
+                    "cannot create checkpoint file " + tmp + " (missing directory, no permission or disk full?)");
+    });
+    // Each dataset is written between two agreements: a rank whose write failed must not leave
+    // the others inside HDF5's next collective call while it waits in the agreement.
+    bool written = false;
+    try {
+      const hid_t f = file.get();
+      // Closed before the file: a parallel file with open objects does not close.
+      Handle dxpl, replicas, optimizer_group, model, model_state_group;
+      comm.all_or_throw([&] {
+        write_attr(f, "format_version", meta.format_version);
+        write_attr(f, "library_version", meta.library_version);
+        write_attr(f, "model", meta.model);
+        write_attr(f, "layout", meta.layout);
+        write_attr(f, "compressor", meta.compressor);
+        write_attr(f, "compressor_options", meta.compressor_options);
+        write_attr(f, "optimizer", meta.optimizer);
+        write_attr(f, "optimizer_options", meta.optimizer_options);
+        write_attr(f, "dataset", meta.dataset);
+        write_attr(f, "world_size", meta.world_size);
+        write_attr(f, "num_params", meta.num_params);
+        write_attr(f, "batch_size", meta.batch_size);
+        write_attr(f, "seed", meta.seed);
+        write_attr(f, "step", meta.step);
+        write_attr(f, "epoch", meta.epoch);
+        write_attr(f, "samples_in_epoch", meta.samples_in_epoch);
+        write_attr(f, "created", created);
+        write_attr(f, "optimizer_steps", state.optimizer_steps);
+        write_attr(f, "exchange_steps", state.exchange_steps);
+        dxpl = transfer_plist(false);
+        replicas = create_group(f, "/replicas");
+        optimizer_group = create_group(f, "/replicas/optimizer");
+        model = create_group(f, "/model");
+        if (!model_state.empty()) model_state_group = create_group(f, "/replicas/model_state");
+      });
+      std::size_t j = 0;
+      auto rows = [&](const std::string& name, const HostFloats& row) {
+        comm.all_or_throw([&] { write_rows(f, name, row, p, rank, dxpl.get(), crcs_of(j)); });
+        ++j;
+      };
+      rows("/replicas/params", params);
+      for (std::size_t i = 0; i < exch.size(); ++i) rows(exchange_dataset(state.exchange_state[i].name), exch[i]);
+      for (std::size_t i = 0; i < optim.size(); ++i) rows(optimizer_dataset(state.optimizer_state[i].name), optim[i]);
       for (std::size_t i = 0; i < model_state.size(); ++i)
-        write_rows(f, model_state_dataset(state.model_state[i].name), model_state[i], p, rank, dxpl.get());
+        rows(model_state_dataset(state.model_state[i].name), model_state[i]);
+      comm.all_or_throw([&] {
+        write_vector(f, "/model/params", averaged, n, rank, dxpl.get(), crcs_of(j)[0]);
+        write_named_values(f, "/replicas/scalars", state.scalars, p, rank, dxpl.get(), crcs_of(j + 1));
+        write_named_values(f, "/replicas/timers", state.timers, p, rank, dxpl.get(), crcs_of(j + 2));
+      });
+      comm.all_or_throw([&] {
+        fault_point("checkpoint-write", meta.step, rank);
+        // Written last: a reader accepts only files that have it.
+        write_attr(f, "complete", std::int64_t(1));
+        check(H5Fflush(f, H5F_SCOPE_GLOBAL), "cannot flush " + tmp);
+      });
+      for (Handle* h : {&model_state_group, &model, &optimizer_group, &replicas, &dxpl}) *h = Handle();
+      written = true;
+      comm.all_or_throw([&] { file.close("cannot close " + tmp + " (disk full?)"); });
+    } catch (const CollectiveError&) {
+      // A write that failed on some ranks leaves their views of the file different, and HDF5's
+      // collective close would then wait forever in mismatched calls: the file is abandoned
+      // instead (see can_finalize()) and its temporary name removed.
+      if (!written) {
+        file.release();
+        finalize_unsafe = true;
+      }
+      if (rank == 0) ::unlink(tmp.c_str());
+      throw;
     }
-    write_vector(f, "/model/params", averaged, n, rank, dxpl.get());
-
-    write_named_values(f, "/replicas/scalars", state.scalars, p, rank, dxpl.get());
-    write_named_values(f, "/replicas/timers", state.timers, p, rank, dxpl.get());
-    fault_point("checkpoint-write", meta.step, rank);
-    // Written last: a reader accepts only files that have it.
-    write_attr(f, "complete", std::int64_t(1));
-    check(H5Fflush(f, H5F_SCOPE_GLOBAL), "cannot flush " + tmp);
-  });
-  comm.all_or_throw([&] { file.close("cannot close " + tmp + " (disk full?)"); });
+  } catch (const CollectiveError& e) {
+    // HDF5 does not pass on the system's reason; a full file system is the usual one.
+    struct statvfs fs_info {};
+    const std::string dir = final_path.parent_path().empty() ? "." : final_path.parent_path().string();
+    std::string reason;
+    const std::string what = e.what();
+    if (what.find(std::strerror(ENOSPC)) == std::string::npos && ::statvfs(dir.c_str(), &fs_info) == 0 &&
+        std::uint64_t(fs_info.f_bavail) * std::uint64_t(fs_info.f_frsize) < data_bytes)
+      reason = " (" + std::string(std::strerror(ENOSPC)) + ": " +
+               megabytes(std::uint64_t(fs_info.f_bavail) * std::uint64_t(fs_info.f_frsize)) + " free)";
+    throw IoError(what.find(path) != std::string::npos ? what + reason : "checkpoint " + path + ": " + what + reason,
+                  e.origin_rank());
+  }
 
   // Rank 0 publishes the file under its final name; rename() replaces atomically.
   std::uint64_t bytes = 0;
-  comm.all_or_throw([&] {
-    if (rank != 0) return;
-    // The data must be on disk before the new name is: whatever MPI-IO's flush did, sync here.
-    const int data_fd = ::open(tmp.c_str(), O_RDONLY);
-    if (data_fd < 0 || ::fsync(data_fd) != 0) {
-      const int err = errno;
-      if (data_fd >= 0) ::close(data_fd);
-      throw Error("cannot sync " + tmp + ": " + std::strerror(err));
-    }
-    ::close(data_fd);
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw Error("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
-    const std::string dir = final_path.parent_path().empty() ? "." : final_path.parent_path().string();
-    const int fd = ::open(dir.c_str(), O_RDONLY);
-    if (fd >= 0) {
-      ::fsync(fd);  // make the rename itself durable
-      ::close(fd);
-    }
-    std::error_code ec;
-    bytes = fs::file_size(path, ec);
-  });
+  try {
+    comm.all_or_throw([&] {
+      if (rank != 0) return;
+      // The data must be on disk before the new name is: whatever MPI-IO's flush did, sync here.
+      // Truncating to the current size returns what the reservation claimed beyond the end.
+      const int data_fd = ::open(tmp.c_str(), O_RDWR | O_CLOEXEC);
+      struct stat st {};
+      if (data_fd < 0 || ::fstat(data_fd, &st) != 0 || ::ftruncate(data_fd, st.st_size) != 0 || ::fsync(data_fd) != 0) {
+        const int err = errno;
+        if (data_fd >= 0) ::close(data_fd);
+        ::unlink(tmp.c_str());
+        throw Error("cannot sync " + tmp + ": " + std::strerror(err));
+      }
+      ::close(data_fd);
+      if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        throw Error("cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
+      }
+      const std::string dir = final_path.parent_path().empty() ? "." : final_path.parent_path().string();
+      const int fd = ::open(dir.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        ::fsync(fd);  // make the rename itself durable
+        ::close(fd);
+      }
+      std::error_code ec;
+      bytes = fs::file_size(path, ec);
+    });
+  } catch (const CollectiveError& e) {
+    throw IoError(e.what(), e.origin_rank());
+  }
   comm.broadcast(&bytes, 1, 0);
   return bytes;
+}
+
+bool can_finalize() noexcept {
+  return !finalize_unsafe;
 }
 
 CheckpointMetadata read_checkpoint_metadata(const Communicator& comm, const std::string& path) {
@@ -448,9 +685,20 @@ CheckpointMetadata read_checkpoint_metadata(const Communicator& comm, const std:
     m.epoch = read_int_attr<std::uint64_t>(f, "epoch", H5T_NATIVE_UINT64, path);
     m.samples_in_epoch = read_int_attr<std::uint64_t>(f, "samples_in_epoch", H5T_NATIVE_UINT64, path);
     m.created = read_string_attr(f, "created", path);
-    if (m.world_size < 1 || m.num_params < 1)
-      throw Error(path + ": world_size " + std::to_string(m.world_size) + " / num_params " +
-                  std::to_string(m.num_params) + " are not valid");
+    if (m.world_size < 1 || m.num_params < 1 || m.batch_size < 1)
+      throw Error(path + ": world_size " + std::to_string(m.world_size) + ", num_params " +
+                  std::to_string(m.num_params) + ", batch_size " + std::to_string(m.batch_size) +
+                  ": each must be at least 1");
+    // Counters stay below 2^53 so that they are exact in the double-precision metrics; an epoch
+    // holds at least one step.
+    for (const auto& [name, value] : {std::pair<const char*, std::uint64_t>{"step", m.step},
+                                      {"epoch", m.epoch},
+                                      {"samples_in_epoch", m.samples_in_epoch}})
+      if (value > max_counter)
+        throw Error(path + ": attribute \"" + name + "\" = " + std::to_string(value) +
+                    " is out of range (at most 2^53)");
+    if (m.epoch > m.step)
+      throw Error(path + ": epoch " + std::to_string(m.epoch) + " is beyond step " + std::to_string(m.step));
     const auto p = static_cast<hsize_t>(m.world_size), n = static_cast<hsize_t>(m.num_params);
     require_shape(f, "/replicas/params", {p, n}, path);
     require_shape(f, "/model/params", {n}, path);
@@ -464,6 +712,7 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
   const auto p_old = static_cast<hsize_t>(meta.world_size), n = static_cast<hsize_t>(meta.num_params);
   const int p_new = comm.size(), rank = comm.rank();
   const bool same = static_cast<int>(p_old) == p_new;
+  const bool checksums = meta.format_version >= 2;  // format 1 had none
   comm.all_or_throw([&] {
     const hid_t f = file.get();
     auto need = [&](const FloatView& v, const std::string& what) {
@@ -485,6 +734,12 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
         require_shape(f, model_state_dataset(s.name), {p_old, static_cast<hsize_t>(s.view.extent(0))}, path);
     state.optimizer_steps = read_int_attr<std::uint64_t>(f, "optimizer_steps", H5T_NATIVE_UINT64, path);
     state.exchange_steps = read_int_attr<std::uint64_t>(f, "exchange_steps", H5T_NATIVE_UINT64, path);
+    // Not bounded by "step": an elastic restart continues at a step of the new world size.
+    for (const auto& [name, value] : {std::pair<const char*, std::uint64_t>{"optimizer_steps", state.optimizer_steps},
+                                      {"exchange_steps", state.exchange_steps}})
+      if (value > max_counter)
+        throw Error(path + ": attribute \"" + name + "\" = " + std::to_string(value) +
+                    " is out of range (at most 2^53)");
   });
 
   comm.all_or_throw([&] {
@@ -494,11 +749,11 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
     auto load = [&](const std::string& name, hsize_t row, bool vector, const FloatView& out, hid_t dxpl) {
       const hsize_t len = out.extent(0);
       if constexpr (host_accessible_memory) {
-        read_row(f, name, row, vector, out.data(), len, dxpl, path);
+        read_row(f, name, row, vector, out.data(), len, dxpl, checksums, path);
       } else {
         if (buffer.extent(0) < len)
           buffer = HostFloats(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::io::read"), len);
-        read_row(f, name, row, vector, buffer.data(), len, dxpl, path);
+        read_row(f, name, row, vector, buffer.data(), len, dxpl, checksums, path);
         Kokkos::deep_copy(out, Kokkos::subview(buffer, std::make_pair(std::size_t(0), std::size_t(len))));
       }
     };
@@ -506,9 +761,9 @@ void read_checkpoint(const Communicator& comm, const std::string& path, const Ch
     // The averaged model: wanted by the caller (state.averaged non-empty), or needed as the
     // starting point of every replica in an elastic restart.
     if (state.averaged.extent(0) != 0) load("/model/params", 0, true, state.averaged, dxpl.get());
-    read_named_values(f, "/replicas/scalars", state.scalars, p_old, same, rank, dxpl.get(), path,
+    read_named_values(f, "/replicas/scalars", state.scalars, p_old, same, rank, dxpl.get(), checksums, path,
                       state.optional_scalars);
-    read_named_values(f, "/replicas/timers", state.timers, p_old, same, rank, dxpl.get(), path);
+    read_named_values(f, "/replicas/timers", state.timers, p_old, same, rank, dxpl.get(), checksums, path);
     if (same) {
       load("/replicas/params", static_cast<hsize_t>(rank), false, state.params, dxpl.get());
       for (const auto& s : state.exchange_state)
@@ -622,9 +877,15 @@ std::string attribute_text(hid_t obj, const std::string& name, const std::string
   Handle type(H5Aget_type(attr.get()), H5Tclose, "cannot read attribute " + name);
   if (H5Tget_class(type.get()) == H5T_STRING) return read_string_attr(obj, name.c_str(), file);
   if (H5Tget_class(type.get()) == H5T_INTEGER) {
-    if (H5Tget_sign(type.get()) == H5T_SGN_NONE)
-      return std::to_string(read_int_attr<std::uint64_t>(obj, name.c_str(), H5T_NATIVE_UINT64, file));
-    return std::to_string(read_int_attr<std::int64_t>(obj, name.c_str(), H5T_NATIVE_INT64, file));
+    // Any integer type (a damaged or foreign file is listed too), converted by HDF5.
+    if (H5Tget_sign(type.get()) == H5T_SGN_NONE) {
+      std::uint64_t v = 0;
+      check(H5Aread(attr.get(), H5T_NATIVE_UINT64, &v), "cannot read attribute " + name);
+      return std::to_string(v);
+    }
+    std::int64_t v = 0;
+    check(H5Aread(attr.get(), H5T_NATIVE_INT64, &v), "cannot read attribute " + name);
+    return std::to_string(v);
   }
   return "(binary)";
 }
@@ -661,6 +922,66 @@ std::vector<std::string> compare_checkpoints(const std::string& a, const std::st
                       std::to_string(first) + ")");
   }
   return diffs;
+}
+
+std::vector<std::string> verify_checkpoint(const std::string& path, std::string& summary) {
+  std::vector<std::string> problems;
+  std::int64_t version = 0;
+  try {
+    const Communicator self(MPI_COMM_SELF);
+    version = read_checkpoint_metadata(self, path).format_version;
+  } catch (const Error& e) {
+    problems.push_back(e.what());
+    return problems;  // no sound metadata: the rows cannot be interpreted
+  }
+  Handle f = open_serial(path);
+  std::size_t datasets = 0, rows_checked = 0;
+  for (const auto& entry : dataset_names(f.get())) {
+    const std::string name = "/" + entry;
+    try {
+      Handle dset(H5Dopen2(f.get(), name.c_str(), H5P_DEFAULT), H5Dclose, path + ": cannot open dataset " + name);
+      Handle type(H5Dget_type(dset.get()), H5Tclose, path + ": cannot read the type of " + name);
+      Handle space(H5Dget_space(dset.get()), H5Sclose, path + ": cannot read the shape of " + name);
+      const bool f32 = H5Tequal(type.get(), H5T_IEEE_F32LE) > 0, f64 = H5Tequal(type.get(), H5T_IEEE_F64LE) > 0;
+      if (!f32 && !f64) throw Error(path + ": dataset " + name + " is neither float32 nor float64");
+      const int ndims = H5Sget_simple_extent_ndims(space.get());
+      if (ndims != 1 && ndims != 2) throw Error(path + ": dataset " + name + " is not a vector or a matrix");
+      hsize_t dims[2] = {1, 1};
+      H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+      const hsize_t rows = ndims == 2 ? dims[0] : 1, cols = ndims == 2 ? dims[1] : dims[0];
+      const std::size_t elem = f32 ? sizeof(float) : sizeof(double);
+      std::vector<unsigned char> row(static_cast<std::size_t>(cols) * elem);
+      for (hsize_t r = 0; r < rows; ++r) {
+        if (ndims == 2) {
+          const hsize_t start[2] = {r, 0}, count[2] = {1, cols};
+          check(H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr), "hyperslab failed");
+        } else {
+          check(H5Sselect_all(space.get()), "H5Sselect_all failed");
+        }
+        Handle mem(H5Screate_simple(1, &cols, nullptr), H5Sclose, "H5Screate_simple failed");
+        check(H5Dread(dset.get(), f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, mem.get(), space.get(), H5P_DEFAULT,
+                      row.data()),
+              path + ": cannot read dataset " + name + " (truncated or corrupt file?)");
+        verify_checksum(stored_checksum(dset.get(), r, rows, version >= 2, name, path),
+                        crc32_of(row.data(), row.size()), r, name, path);
+        if (f32) {
+          const auto* v = reinterpret_cast<const float*>(row.data());
+          for (hsize_t i = 0; i < cols; ++i)
+            if (!std::isfinite(v[i]))
+              throw Error(path + ": dataset " + name + " row " + std::to_string(r) + " holds a non-finite value (at " +
+                          std::to_string(i) + ")");
+        }
+        ++rows_checked;
+      }
+      ++datasets;
+    } catch (const Error& e) {
+      problems.push_back(e.what());
+    }
+  }
+  summary = path + ": format " + std::to_string(version) + ", " + std::to_string(datasets) + " datasets, " +
+            std::to_string(rows_checked) + " rows" +
+            (version >= 2 ? " with their checksums verified" : " (format 1: no checksums to verify)");
+  return problems;
 }
 
 std::string describe_checkpoint(const std::string& path) {

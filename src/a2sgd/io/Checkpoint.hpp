@@ -13,8 +13,10 @@
 
 namespace a2sgd::io {
 
-/// Current file format version (root attribute "format_version").
-inline constexpr std::int64_t checkpoint_format_version = 1;
+/// Current file format version (root attribute "format_version"). Version 2 added a CRC-32 per
+/// dataset row (attribute "crc32") and HDF5's checksummed metadata format; files of version 1
+/// are still read, without those checks.
+inline constexpr std::int64_t checkpoint_format_version = 2;
 
 /// Run description stored as root attributes; identical on every rank.
 struct CheckpointMetadata {
@@ -59,7 +61,9 @@ struct CheckpointState {
 /// Collective: writes `path` atomically. The data goes to a temporary file in the same directory
 /// (".<name>.tmp"), which is flushed and closed before rank 0 renames it; a run killed at any
 /// point leaves either the complete new file or none, and older checkpoints untouched.
-/// Returns the number of bytes of the file.
+/// The file's disk space is allocated before anything is written, so a full disk or quota is an
+/// IoError (on every rank, naming the file and the system's reason, the temporary file removed)
+/// rather than a failure inside HDF5. Returns the number of bytes of the file.
 std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path, const CheckpointMetadata& meta,
                                const CheckpointState& state);
 
@@ -69,7 +73,9 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
 CheckpointMetadata read_checkpoint_metadata(const Communicator& comm, const std::string& path);
 
 /// Collective: restores `state` from `path` (its metadata already read and accepted). The
-/// averaged model is read only when `state.averaged` is non-empty.
+/// averaged model is read only when `state.averaged` is non-empty. Every row read must be
+/// float32 (float64 for scalars and timers), pass its stored CRC-32 (format 2) and hold only
+/// finite values; otherwise every rank raises CollectiveError naming the dataset and row.
 /// Same world size: every rank gets exactly its own replica, residual, optimizer state and
 /// scalars (bit-exact restart). Different world size (elastic restart): every replica starts
 /// from the averaged model; each exchange state tensor is the old ranks' sum divided by the new
@@ -78,6 +84,12 @@ CheckpointMetadata read_checkpoint_metadata(const Communicator& comm, const std:
 /// over the old ranks. Missing or mis-shaped datasets raise CollectiveError on every rank.
 void read_checkpoint(const Communicator& comm, const std::string& path, const CheckpointMetadata& meta,
                      CheckpointState& state);
+
+/// False after a checkpoint write failed inside HDF5 on some ranks (an I/O error after the space
+/// was claimed): the ranks' views of that file differ, so HDF5's collective clean-up in
+/// MPI_Finalize could never complete. An application should then end with
+/// MPI_Abort(comm, its exit code) after reporting the error, instead of MPI_Finalize.
+bool can_finalize() noexcept;
 
 /// "<dir>/ckpt-<step, 9 digits>.h5".
 std::string checkpoint_path(const std::string& dir, std::uint64_t step);
@@ -89,6 +101,13 @@ std::vector<std::pair<std::uint64_t, std::string>> list_checkpoints(const std::s
 /// elapsed time) and every run attribute (but "created" and "library_version"). Returns the
 /// differences found; empty when identical.
 std::vector<std::string> compare_checkpoints(const std::string& a, const std::string& b);
+
+/// Serial (call with MPI initialised): checks a checkpoint completely without loading it into a
+/// run: its metadata as read_checkpoint_metadata() checks it, and every row of every dataset
+/// (float32 or float64, its stored CRC-32 in format 2, finite float32 values). Returns the
+/// problems found, one per damaged dataset (empty: the file is sound); `summary` tells what was
+/// checked.
+std::vector<std::string> verify_checkpoint(const std::string& path, std::string& summary);
 
 /// Serial: a human-readable listing of a checkpoint's attributes and datasets.
 std::string describe_checkpoint(const std::string& path);

@@ -568,12 +568,40 @@ void Trainer::resume() {
                             "'; this run uses '" + to_string(c.optimizer.kind) + "' (--optimizer " + meta.optimizer +
                             " to continue it)");
   });
+  // Settings that change the math: an error unless the user said the change is wanted.
+  m_comm.all_or_throw([&] {
+    auto require = [&](bool differs, const char* key, const std::string& what, const std::string& theirs,
+                       const std::string& ours) {
+      if (!differs) return;
+      if (std::find(c.resume_overrides.begin(), c.resume_overrides.end(), key) != c.resume_overrides.end()) {
+        warn(what + " differs from the checkpoint's ('" + theirs + "' there, '" + ours +
+             "' here): continuing with this run's, as --resume-override " + key + " allows");
+        return;
+      }
+      throw InvalidArgument("checkpoint " + path + " was written with " + what + " '" + theirs + "'; this run has '" +
+                            ours + "' (--resume-override " + key + " continues with this run's)");
+    };
+    require(meta.model != m_model.describe(), "model", "model", meta.model, m_model.describe());
+    require(meta.dataset != m_data.name(), "dataset", "dataset", meta.dataset, m_data.name());
+    require(meta.batch_size != m_data.batch_size(), "batch-size", "batch size per rank",
+            std::to_string(meta.batch_size), std::to_string(m_data.batch_size()));
+    // With the same world size, data and batch, the position in the data follows from the step.
+    const auto per_step = static_cast<std::uint64_t>(m_data.batch_size()) * static_cast<std::uint64_t>(m_comm.size());
+    if (meta.world_size == m_comm.size() && meta.dataset == m_data.name() && meta.batch_size == m_data.batch_size() &&
+        (meta.epoch != meta.step / m_steps_per_epoch ||
+         meta.samples_in_epoch != (meta.step % m_steps_per_epoch) * per_step))
+      throw InvalidArgument("checkpoint " + path + ": step " + std::to_string(meta.step) + ", epoch " +
+                            std::to_string(meta.epoch) + " and samples_in_epoch " +
+                            std::to_string(meta.samples_in_epoch) + " disagree (" + std::to_string(m_steps_per_epoch) +
+                            " steps of " + std::to_string(per_step) + " samples per epoch)");
+  });
+  if (meta.format_version < 2)
+    warn("checkpoint " + path + " has format version " + std::to_string(meta.format_version) +
+         ", which carries no checksums: damage to it cannot be detected");
   auto note = [&](bool differs, const std::string& what) {
     if (differs) warn(what + " differs from the checkpoint's; continuing with this run's");
   };
-  note(meta.dataset != m_data.name(), "--dataset");
   note(meta.seed != c.seed, "--seed (data order)");
-  note(meta.batch_size != m_data.batch_size(), "--batch-size");
   note(meta.compressor_options != join_options(m_exchange->options()), "the exchange options");
   note(meta.optimizer_options != optimizer_options(c.optimizer), "the optimizer options");
 

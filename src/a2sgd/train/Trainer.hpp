@@ -42,6 +42,10 @@ struct TrainerConfig {
   std::uint64_t keep_checkpoints = 3;  ///< 0: keep all
   std::string resume;                  ///< "", "auto" (newest valid in checkpoint_dir) or a file
   bool eval_only = false;              ///< evaluate the checkpoint named by resume, then stop
+  /// Settings that change the math but may differ from the checkpoint's on resume: any of
+  /// "batch-size", "dataset", "model" (the model's description; its layout must still match).
+  /// Any other difference in them is an error.
+  std::vector<std::string> resume_overrides;
   /// Divergence monitor (docs/training.md, "Divergence"), checked at every evaluation: a replica
   /// divergence above this (0: off), or the first split's averaged loss rising at this many
   /// consecutive evaluations (0: off), warns on every rank and records a divergence_warning.

@@ -32,6 +32,9 @@ class Handle {
     return *this;
   }
   hid_t get() const noexcept { return m_id; }
+  /// Gives up ownership without closing (for a parallel file whose collective close cannot
+  /// complete: see io::can_finalize()).
+  hid_t release() noexcept { return std::exchange(m_id, -1); }
   /// Closes now and reports failure (a failed close of a file means data may be lost).
   void close(const std::string& what) {
     if (m_id < 0) return;
@@ -52,6 +55,8 @@ inline void check(herr_t rc, const std::string& what) {
 }
 
 /// HDF5 prints its error stack to stderr by default; a2sgd reports errors itself.
-inline void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+inline void silence_hdf5_errors() {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
 }  // namespace a2sgd::io::impl
