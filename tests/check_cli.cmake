@@ -71,7 +71,17 @@ expect(2 "--metrics /nonexistent/dir/m.jsonl: cannot open for writing" ${syn} --
 expect(1 "--metrics /dev/full: writing failed \\(No space left on device\\)" ${syn} --metrics /dev/full)
 file(WRITE ${WORKDIR}/cli_not_a_directory "")
 expect(2 "--checkpoint-dir ${WORKDIR}/cli_not_a_directory/ckpt: " ${syn} --checkpoint-dir ${WORKDIR}/cli_not_a_directory/ckpt)
-expect(2 "--config: cannot read /nonexistent.ini" ${syn} --config /nonexistent.ini)
+expect(2 "--config /nonexistent.ini: no such file" ${syn} --config /nonexistent.ini)
+# Config files that are not text, or not files, or name themselves; a value that does not parse is
+# an error even where the command line overrides it.
+expect(2 "--config ${WORKDIR}: not a regular file" ${syn} --config ${WORKDIR})
+string(ASCII 1 control)
+file(WRITE ${WORKDIR}/binary.ini "steps = 3${control}\n")
+expect(2 "--config ${WORKDIR}/binary.ini: line 1 holds a control byte" ${syn} --config ${WORKDIR}/binary.ini)
+file(WRITE ${WORKDIR}/self.ini "config = ${WORKDIR}/self.ini\n")
+expect(2 "a config file cannot name a config file" ${syn} --config ${WORKDIR}/self.ini)
+file(WRITE ${WORKDIR}/unparsable.ini "lr = abc\n")
+expect(2 "the argument \\('abc'\\) for option 'lr' is invalid" ${syn} --config ${WORKDIR}/unparsable.ini --lr 0.1)
 expect(2 "no-such-option" ${syn} --config ${WORKDIR}/bad.ini)
 # Divergence: a huge learning rate overflows the loss; every rank stops at the same step.
 expect(3 "training diverged: .*step [0-9]+.*Try a smaller learning rate" ${syn} --compressor dense --lr 1e30)

@@ -136,6 +136,12 @@ TEST_CASE("malformed IDX data is rejected with the file named", "[data][idx]") {
     CHECK_THROWS_WITH(data::read_idx(img),
                       A2SGD_CONTAINS(img) && A2SGD_CONTAINS("expected 24 data bytes") && A2SGD_CONTAINS("found 23"));
   }
+  SECTION("a header that claims more than the file holds") {
+    // 60000 x 1000 x 1000 bytes (60 GB) claimed, 100 present: truncated, nothing of 60 GB allocated.
+    write_plain(img, idx_bytes(0x803, {60000, 1000, 1000}, 100));
+    CHECK_THROWS_WITH(data::read_idx(img), A2SGD_CONTAINS(img) && A2SGD_CONTAINS("expected 60000000000 data bytes") &&
+                                               A2SGD_CONTAINS("found 100"));
+  }
   SECTION("trailing bytes") {
     write_plain(img, idx_bytes(0x803, {4, 3, 2}, 25));
     CHECK_THROWS_WITH(data::read_idx(img), A2SGD_CONTAINS("unexpected bytes after"));

@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <vector>
@@ -55,6 +57,27 @@ std::string join(const std::vector<Index>& v) {
   std::string s;
   for (Index x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
   return s.empty() ? "none" : s;
+}
+
+// A config file's text: a regular, readable file of text (no NUL or other control bytes but
+// tab, line feed and carriage return).
+std::string read_config_text(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw InvalidArgument("--config " + path + ": " +
+                          (std::filesystem::exists(path, ec) ? "not a regular file" : "no such file"));
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw InvalidArgument("--config " + path + ": cannot read it");
+  std::size_t line = 1;
+  for (const char ch : text) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (byte == '\n') ++line;
+    if (byte < 0x20 && byte != '\n' && byte != '\t' && byte != '\r')
+      throw InvalidArgument("--config " + path + ": line " + std::to_string(line) +
+                            " holds a control byte (not a text file?)");
+  }
+  return text;
 }
 
 }  // namespace
@@ -195,9 +218,16 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
     }
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) throw InvalidArgument("--config: cannot read " + path);
-      po::store(po::parse_config_file(in, all), vm);
+      std::istringstream in(read_config_text(path));
+      const po::parsed_options parsed = po::parse_config_file(in, all);
+      for (const auto& option : parsed.options)
+        if (option.string_key == "config")
+          throw InvalidArgument("--config " + path + ": a config file cannot name a config file ('config = ...')");
+      // Every value must parse, also those that the command line overrides (and that the store
+      // into vm below therefore skips).
+      po::variables_map scratch;
+      po::store(parsed, scratch);
+      po::store(parsed, vm);
     }
     po::notify(vm);
   } catch (const po::error& e) {

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <sys/stat.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -132,8 +133,17 @@ IdxArray read_idx(const std::string& path) {
       throw InvalidArgument(path + ": dimensions are implausibly large");
     total *= extent;
   }
-  a.data.resize(total);
-  const std::size_t got = read_some(f.get(), a.data.data(), total, path);
+  // Grown as the data arrives, so that a header claiming more than the file holds is reported
+  // as a truncated file instead of allocating what it claims.
+  constexpr std::size_t chunk = std::size_t(64) << 20;
+  std::size_t got = 0;
+  while (got < total) {
+    const std::size_t want = std::min(chunk, total - got);
+    a.data.resize(got + want);
+    const std::size_t n = read_some(f.get(), a.data.data() + got, want, path);
+    got += n;
+    if (n < want) break;
+  }
   if (got < total)
     throw InvalidArgument(path + ": truncated: expected " + std::to_string(total) +
                           " data bytes after the header, found " + std::to_string(got));
