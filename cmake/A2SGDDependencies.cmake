@@ -40,3 +40,4 @@ foreach(_lib IN LISTS HDF5_C_LIBRARIES)
 endforeach()
 
 find_package(ZLIB REQUIRED)  # gzip-compressed IDX data files
+find_package(Threads REQUIRED)  # the collective watchdog's thread

@@ -2,7 +2,12 @@
 
 #include <a2sgd/comm/Communicator.hpp>
 
+#include <chrono>
+#include <mutex>
 #include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
 
 using namespace a2sgd;
 using namespace a2sgd::testing;
@@ -101,4 +106,76 @@ TEST_CASE("MPI errors become exceptions with MPI's description", "[comm]") {
   double x = 0;
   // An invalid root is reported by MPI as an error code, which we turn into MpiError.
   CHECK_THROWS_AS(comm.broadcast(&x, 1, comm.size() + 5), MpiError);
+}
+
+TEST_CASE("collective watchdog: a wait longer than the timeout is reported once, with the collective and step",
+          "[comm][watchdog]") {
+  std::mutex mutex;
+  std::vector<std::string> reports;
+  auto handler = [&](const std::string& message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    reports.push_back(message);
+  };
+  auto count = [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    return reports.size();
+  };
+  using namespace std::chrono_literals;
+  SECTION("short waits and time outside collectives are not reported; a long wait is, once") {
+    // Margins of 10x against the timeout: the assertions hold on a loaded, oversubscribed machine.
+    CollectiveWatchdog dog(0.5, 3, handler);
+    for (int i = 0; i < 5; ++i) {
+      CollectiveWatchdog::Wait wait(&dog, "MPI_Allreduce");
+      std::this_thread::sleep_for(50ms);
+    }
+    std::this_thread::sleep_for(700ms);  // computing, not waiting
+    CHECK(count() == 0);
+    dog.note_step(41, 0.001);
+    {
+      CollectiveWatchdog::Wait outer(&dog, "MPI_Bcast");
+      CollectiveWatchdog::Wait inner(&dog, "MPI_Allreduce");  // nested: the outermost is named
+      std::this_thread::sleep_for(1500ms);
+    }
+    REQUIRE(count() == 1);
+    CHECK_THAT(reports[0], A2SGD_CONTAINS("rank 3: no progress for") && A2SGD_CONTAINS("waiting in MPI_Bcast") &&
+                               A2SGD_CONTAINS("at step 41"));
+  }
+  SECTION("the timeout grows to 20 times the longest step") {
+    CollectiveWatchdog dog(0.1, 0, handler);
+    dog.note_step(1, 0.25);  // 20 x 0.25 s = 5 s
+    CHECK_THAT(dog.effective_timeout(), WithinAbs(5.0, 1e-9));
+    {
+      CollectiveWatchdog::Wait wait(&dog, "MPI_Allreduce");
+      std::this_thread::sleep_for(500ms);
+    }
+    CHECK(count() == 0);
+  }
+  SECTION("a timeout of 0 disables it; a communicator without a watchdog watches nothing") {
+    CollectiveWatchdog dog(0.0, 0, handler);
+    CHECK(!dog.enabled());
+    {
+      CollectiveWatchdog::Wait wait(&dog, "MPI_Allreduce");
+      std::this_thread::sleep_for(200ms);
+    }
+    Communicator comm;
+    CHECK(comm.watchdog() == nullptr);
+    comm.barrier();
+    CHECK(count() == 0);
+  }
+  SECTION("a communicator's collectives report their waits") {
+    Communicator comm;
+    CollectiveWatchdog dog(0.3, comm.rank(), handler);
+    comm.set_watchdog(&dog);
+    dog.note_step(7, 0.0);
+    // Rank 0 arrives late at the barrier: the others wait in it for longer than the timeout.
+    if (comm.rank() == 0) std::this_thread::sleep_for(900ms);
+    comm.barrier();
+    comm.set_watchdog(nullptr);
+    if (comm.size() > 1 && comm.rank() > 0) {
+      REQUIRE(count() == 1);
+      CHECK_THAT(reports[0], A2SGD_CONTAINS("waiting in MPI_Barrier at step 7"));
+    } else {
+      CHECK(count() == 0);
+    }
+  }
 }

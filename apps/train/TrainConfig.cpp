@@ -183,7 +183,10 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "divergence-patience", po::value(&divergence_patience)->default_value(divergence_patience),
       "warn when the averaged model's first-split loss rose at this many consecutive evaluations (0: off)")(
       "stop-on-divergence", po::bool_switch(&c.stop_on_divergence),
-      "stop every rank with exit code 3 when a divergence warning is raised");
+      "stop every rank with exit code 3 when a divergence warning is raised")(
+      "collective-timeout", po::value(&c.collective_timeout)->default_value(c.collective_timeout),
+      "seconds a rank may wait in one collective (raised to 20x the longest step seen) before it reports "
+      "where it waits and exits with code 76 (0: off)");
   po::options_description ckpt("Checkpoints");
   ckpt.add_options()("checkpoint-dir", po::value(&c.checkpoint_dir), "directory of checkpoint files")(
       "checkpoint-every", po::value(&checkpoint_every)->default_value(checkpoint_every),
@@ -304,6 +307,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   require(lr_warmup >= 0, "lr-warmup-steps", lr_warmup, "must not be negative");
   require(lr_step_size > 0, "lr-step-size", lr_step_size, "must be positive");
   require(warmup >= 0, "a2sgd-warmup-steps", warmup, "must not be negative");
+  require(std::isfinite(c.collective_timeout) && c.collective_timeout >= 0.0 && c.collective_timeout <= 1e7,
+          "collective-timeout", c.collective_timeout, "must be in [0, 1e7] seconds (0: off)");
   require(std::isfinite(c.divergence_threshold) && c.divergence_threshold >= 0.0, "divergence-threshold",
           c.divergence_threshold, "must be >= 0 (0: off)");
   require(divergence_patience >= 0, "divergence-patience", divergence_patience, "must not be negative (0: off)");
@@ -438,6 +443,7 @@ std::string TrainConfig::to_ini() const {
     << "\npowersgd-rank = " << exchange.powersgd.rank << '\n';
   if (eval_every) o << "eval-every = " << *eval_every << '\n';
   o << "eval-batch = " << eval_batch << "\nlog-every = " << log_every << '\n';
+  o << "collective-timeout = " << collective_timeout << '\n';
   o << "divergence-threshold = " << divergence_threshold << "\ndivergence-patience = " << divergence_patience
     << "\nstop-on-divergence = " << (stop_on_divergence ? "true" : "false") << '\n';
   return o.str();

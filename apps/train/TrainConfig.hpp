@@ -37,6 +37,7 @@ struct TrainConfig {
   double divergence_threshold = 0.5;      // replica divergence that warns (0: off)
   std::uint64_t divergence_patience = 3;  // rising evaluations that warn (0: off)
   bool stop_on_divergence = false;
+  double collective_timeout = 300.0;  // seconds one collective may wait before the rank gives up (0: off)
   // output
   std::optional<std::uint64_t> eval_every;  // unset: once per epoch; 0: once at the end
   std::uint64_t log_every = 50;

@@ -3,7 +3,9 @@
 //
 // Exit codes: 0 success, 2 invalid options or input data, 3 training diverged, 75 stopped by a
 // signal (SIGUSR1/SIGTERM) after writing a checkpoint: requeue and --resume auto, 74 a checkpoint
-// could not be written (disk full, quota, I/O error; the previous ones are intact), 1 other errors;
+// could not be written (disk full, quota, I/O error; the previous ones are intact), 76 a rank
+// waited in a collective for longer than --collective-timeout (another rank stopped or died:
+// requeue and --resume auto), 1 other errors;
 // 128 + n: a second signal n ended the run at once. Every error is reported once (by rank 0) and
 // every rank exits with the same code.
 #include "../common/AppMain.hpp"
@@ -82,6 +84,14 @@ int run(int argc, char** argv, const Communicator& comm) {
     return 0;
   }
   const train::TrainConfig& c = config;
+  // Every collective of the run reports its waits to the watchdog (attached before StopSignals
+  // duplicates the communicator, detached before it is destroyed).
+  CollectiveWatchdog watchdog(c.collective_timeout, comm.rank());
+  struct Attach {
+    const Communicator& comm;
+    ~Attach() { comm.set_watchdog(nullptr); }
+  } attach{comm};
+  comm.set_watchdog(&watchdog);
   // Installed first, so that a signal during data loading or a resume is not fatal either.
   StopSignals stop(comm);
   ParameterStore store;

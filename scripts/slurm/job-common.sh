@@ -10,10 +10,14 @@
 #     from its newest valid checkpoint;
 #   * forwards SIGUSR1 / SIGTERM that reach the batch shell (#SBATCH --signal=B:USR1@<seconds>) to
 #     the job step; a2sgd-train checkpoints at the next step boundary on every rank and exits 75;
-#   * on exit code 75 requeues the job (#SBATCH --requeue), at most $A2SGD_MAX_RESTARTS (20) times.
+#   * on exit code 75 requeues the job (#SBATCH --requeue), at most $A2SGD_MAX_RESTARTS (20) times;
+#     likewise on 76, a rank that waited in a collective for longer than --collective-timeout
+#     (another rank stopped, died or hangs): the job goes on from its newest checkpoint instead of
+#     spending its allocation waiting. srun runs with --kill-on-bad-exit=1, so the first rank that
+#     exits takes the job step down.
 #
 # Environment: A2SGD_TRAIN (the a2sgd-train binary; default: on PATH), A2SGD_LAUNCHER (default
-# "srun"; e.g. "mpirun" where srun cannot start this MPI), A2SGD_RUN_ROOT, A2SGD_MAX_RESTARTS,
+# "srun --kill-on-bad-exit=1"; e.g. "mpirun" where srun cannot start this MPI), A2SGD_RUN_ROOT, A2SGD_MAX_RESTARTS,
 # A2SGD_TASK_WRAPPER (a command put before a2sgd-train on every task, e.g. bind-gpu.sh).
 
 a2sgd_slurm_train() {
@@ -32,7 +36,7 @@ a2sgd_slurm_train() {
   echo "a2sgd job ${job}: attempt ${attempt} on ${SLURM_JOB_NODELIST:-$(hostname)}, ${SLURM_NTASKS:-1} ranks, output in ${run_dir}"
 
   # shellcheck disable=SC2086
-  ${A2SGD_LAUNCHER:-srun} ${A2SGD_TASK_WRAPPER:-} "${train}" "$@" \
+  ${A2SGD_LAUNCHER:-srun --kill-on-bad-exit=1} ${A2SGD_TASK_WRAPPER:-} "${train}" "$@" \
     --checkpoint-dir "${run_dir}/checkpoints" --resume auto \
     --output-dir "${run_dir}" --metrics "${run_dir}/metrics.jsonl" --no-progress-bar \
     >> "${run_dir}/train.log" 2>&1 &
@@ -48,12 +52,14 @@ a2sgd_slurm_train() {
 
   case ${rc} in
     0) echo "a2sgd job ${job}: finished (attempt ${attempt})" ;;
-    75)
+    75 | 76)
+      local why="checkpointed and stopped"
+      (( rc == 76 )) && why="a rank stalled (collective timeout; see ${run_dir}/train.log)"
       if (( attempt > ${A2SGD_MAX_RESTARTS:-20} )); then
-        echo "a2sgd job ${job}: stopped with a checkpoint, but ${A2SGD_MAX_RESTARTS:-20} restarts are used up" >&2
-        return 75
+        echo "a2sgd job ${job}: ${why}, but ${A2SGD_MAX_RESTARTS:-20} restarts are used up" >&2
+        return "${rc}"
       fi
-      echo "a2sgd job ${job}: checkpointed and stopped; requeueing"
+      echo "a2sgd job ${job}: ${why}; requeueing"
       scontrol requeue "${SLURM_JOB_ID}"
       ;;
     *)

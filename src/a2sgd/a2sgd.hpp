@@ -2,6 +2,7 @@
 /// @file a2sgd.hpp
 /// Umbrella header of the a2sgd library.
 
+#include <a2sgd/comm/CollectiveWatchdog.hpp>
 #include <a2sgd/comm/Communicator.hpp>
 #include <a2sgd/comm/NetworkModel.hpp>
 #include <a2sgd/comm/StopSignals.hpp>

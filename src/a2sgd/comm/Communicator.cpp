@@ -32,12 +32,16 @@ Communicator::~Communicator() {
 }
 
 Communicator::Communicator(Communicator&& other) noexcept
-    : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)), m_rank(other.m_rank), m_size(other.m_size) {}
+    : m_comm(std::exchange(other.m_comm, MPI_COMM_NULL)),
+      m_watchdog(std::exchange(other.m_watchdog, nullptr)),
+      m_rank(other.m_rank),
+      m_size(other.m_size) {}
 
 Communicator& Communicator::operator=(Communicator&& other) noexcept {
   if (this != &other) {
     release();
     m_comm = std::exchange(other.m_comm, MPI_COMM_NULL);
+    m_watchdog = std::exchange(other.m_watchdog, nullptr);
     m_rank = other.m_rank;
     m_size = other.m_size;
   }
@@ -77,12 +81,14 @@ void chunked(void* data, std::size_t count, std::size_t elem_size, bool sent, St
 
 void Communicator::allreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type, MPI_Op op,
                                    StepStats* stats) const {
+  const auto wait = watch("MPI_Allreduce");
   chunked(inout, count, elem_size, true, stats,
           [&](void* chunk, int n) { A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, op, m_comm)); });
 }
 
 void Communicator::allgather_bytes(const void* send, std::size_t count, std::size_t elem_size, MPI_Datatype type,
                                    void* recv, StepStats* stats) const {
+  const auto wait = watch("MPI_Allgather");
   if (count > static_cast<std::size_t>(INT_MAX))
     throw InvalidArgument("Communicator::allgather: " + std::to_string(count) + " values per rank exceed INT_MAX");
   Stopwatch clock;
@@ -97,6 +103,7 @@ void Communicator::allgather_bytes(const void* send, std::size_t count, std::siz
 void Communicator::alltoallv_bytes(const void* send, const int* send_counts, const int* send_displs, void* recv,
                                    const int* recv_counts, const int* recv_displs, std::size_t elem_size,
                                    MPI_Datatype type, StepStats* stats) const {
+  const auto wait = watch("MPI_Alltoallv");
   Stopwatch clock;
   A2SGD_MPI_CHECK(MPI_Alltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs, type, m_comm));
   if (stats) {
@@ -110,6 +117,7 @@ void Communicator::alltoallv_bytes(const void* send, const int* send_counts, con
 
 void Communicator::allgatherv_bytes(void* data, const int* counts, const int* displs, std::size_t elem_size,
                                     MPI_Datatype type, StepStats* stats) const {
+  const auto wait = watch("MPI_Allgatherv");
   Stopwatch clock;
   A2SGD_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts, displs, type, m_comm));
   if (stats) {
@@ -121,15 +129,18 @@ void Communicator::allgatherv_bytes(void* data, const int* counts, const int* di
 
 void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
                                    StepStats* stats) const {
+  const auto wait = watch("MPI_Bcast");
   chunked(data, count, elem_size, m_rank == root, stats,
           [&](void* chunk, int n) { A2SGD_MPI_CHECK(MPI_Bcast(chunk, n, type, root, m_comm)); });
 }
 
 void Communicator::barrier() const {
+  const auto wait = watch("MPI_Barrier");
   A2SGD_MPI_CHECK(MPI_Barrier(m_comm));
 }
 
 void Communicator::raise_if_any(bool failed, const std::string& message) const {
+  const auto wait = watch("an error agreement (MPI_Allreduce)");
   int origin = failed ? m_rank : m_size;
   A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &origin, 1, MPI_INT, MPI_MIN, m_comm));
   if (origin == m_size) return;
@@ -151,6 +162,7 @@ void Communicator::raise_if_any(bool failed, const std::string& message) const {
 }
 
 void Communicator::require_same(std::uint64_t value, const std::string& what) const {
+  const auto wait = watch("an agreement check (MPI_Allreduce)");
   std::uint64_t range[2] = {value, ~value};  // min of value and min of ~value (= ~max)
   A2SGD_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_UINT64_T, MPI_MIN, m_comm));
   const std::uint64_t lo = range[0];

@@ -2,6 +2,7 @@
 /// @file Communicator.hpp
 /// RAII MPI communicator with checked calls, byte/time accounting and collective error agreement.
 
+#include <a2sgd/comm/CollectiveWatchdog.hpp>
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/Error.hpp>
 
@@ -104,6 +105,13 @@ class Communicator {
 
   void barrier() const;
 
+  /// Attaches a watchdog (or none: nullptr) that every collective of this communicator reports
+  /// its waits to; the caller keeps it alive while attached. Changes no semantics of the calls.
+  void set_watchdog(CollectiveWatchdog* watchdog) const noexcept { m_watchdog = watchdog; }
+  CollectiveWatchdog* watchdog() const noexcept { return m_watchdog; }
+  /// This rank waits in collective `what` (a string literal) until the returned scope ends.
+  CollectiveWatchdog::Wait watch(const char* what) const noexcept { return CollectiveWatchdog::Wait(m_watchdog, what); }
+
   /// Collective: every rank calls it with its own verdict. If any rank failed, every rank
   /// throws CollectiveError carrying the lowest failing rank's message (prefixed with its rank).
   void raise_if_any(bool failed, const std::string& message) const;
@@ -145,6 +153,7 @@ class Communicator {
   void release() noexcept;
 
   MPI_Comm m_comm = MPI_COMM_NULL;
+  mutable CollectiveWatchdog* m_watchdog = nullptr;
   int m_rank = 0;
   int m_size = 1;
 };

@@ -25,6 +25,7 @@ extern "C" void a2sgd_on_stop_signal(int signal_number) {
 
 StopSignals::StopSignals(const Communicator& comm, std::vector<int> signals)
     : m_comm(comm.get()), m_signals(std::move(signals)) {
+  m_comm.set_watchdog(comm.watchdog());  // its agreement is a collective wait like any other
   if (g_installed.exchange(true)) throw Error("a2sgd::StopSignals: another instance is already installed");
   g_received = 0;
   m_previous.resize(m_signals.size());
@@ -53,6 +54,7 @@ StopSignals::~StopSignals() {
 
 bool StopSignals::complete() {
   if (m_request == MPI_REQUEST_NULL) return false;
+  const auto wait = m_comm.watch("the stop-signal agreement (MPI_Wait)");
   A2SGD_MPI_CHECK(MPI_Wait(&m_request, MPI_STATUS_IGNORE));
   if (m_recv == 0) return false;
   m_agreed = m_recv;

@@ -147,6 +147,7 @@ Trainer::Outcome Trainer::run() {
       const double step_s = step_clock.seconds();
       m_train_s += step_s;
       ++done;
+      if (CollectiveWatchdog* watchdog = m_comm.watchdog()) watchdog->note_step(done, step_s);
       fault_point("step", done, m_comm.rank());
 
       const double count = static_cast<double>(r.count);
