@@ -146,6 +146,25 @@ TEST_CASE("malformed IDX data is rejected with the file named", "[data][idx]") {
     write_plain(img, idx_bytes(0x803, {4, 3, 2}, 25));
     CHECK_THROWS_WITH(data::read_idx(img), A2SGD_CONTAINS("unexpected bytes after"));
   }
+  SECTION("gzip data followed by other bytes; two gzip members in a row are one stream") {
+    const auto bytes = idx_bytes(0x803, {4, 3, 2}, 24);
+    write_gz(img, bytes);
+    std::string gz = std::string(std::istreambuf_iterator<char>(std::ifstream(img, std::ios::binary).rdbuf()), {});
+    std::ofstream(img, std::ios::binary).write((gz + "garbage").data(), static_cast<std::streamsize>(gz.size() + 7));
+    CHECK_THROWS_WITH(data::read_idx(img),
+                      A2SGD_CONTAINS(img) && A2SGD_CONTAINS("7 bytes after the end of the gzip data"));
+    // The same data split into two members (what `cat a.gz b.gz` makes) reads as one file.
+    const std::vector<std::uint8_t> head(bytes.begin(), bytes.begin() + 10), tail(bytes.begin() + 10, bytes.end());
+    write_gz(img, head);
+    const std::string first =
+        std::string(std::istreambuf_iterator<char>(std::ifstream(img, std::ios::binary).rdbuf()), {});
+    write_gz(img, tail);
+    const std::string second =
+        std::string(std::istreambuf_iterator<char>(std::ifstream(img, std::ios::binary).rdbuf()), {});
+    std::ofstream(img, std::ios::binary)
+        .write((first + second).data(), static_cast<std::streamsize>(first.size() + second.size()));
+    CHECK(data::read_idx(img).data.size() == 24);
+  }
   SECTION("corrupt gzip stream") {
     auto bytes = idx_bytes(0x803, {4, 3, 2}, 24);
     write_gz(img, bytes);

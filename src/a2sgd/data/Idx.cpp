@@ -6,20 +6,18 @@
 #include <sys/stat.h>
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 namespace a2sgd::data {
 namespace {
 
 constexpr std::uint32_t idx_images_magic = 0x00000803;  // unsigned byte, 3 dimensions
 constexpr std::uint32_t idx_labels_magic = 0x00000801;  // unsigned byte, 1 dimension
-
-struct GzCloser {
-  void operator()(gzFile_s* f) const { gzclose(f); }
-};
 
 std::string hex(std::uint32_t v) {
   std::ostringstream out;
@@ -30,23 +28,91 @@ std::string hex(std::uint32_t v) {
   return out.str();
 }
 
-// Reads up to `size` bytes; returns how many were read. Throws on a corrupt stream.
-std::size_t read_some(gzFile f, void* dst, std::size_t size, const std::string& path) {
-  std::size_t done = 0;
-  auto* bytes = static_cast<unsigned char*>(dst);
-  while (done < size) {
-    const auto want = static_cast<unsigned>(std::min<std::size_t>(size - done, 1u << 30));
-    const int got = gzread(f, bytes + done, want);
-    if (got < 0) {
-      int code = 0;
-      const char* msg = gzerror(f, &code);
-      throw InvalidArgument(path + ": unreadable (" + std::string(msg ? msg : "gzip error") + ")");
+// The bytes of a data file, decompressed when it is gzip data (members in a row are one stream,
+// as gzip reads them). Unlike zlib's gzread, bytes after the last member that do not start
+// another member are an error, not silently dropped.
+class ByteStream {
+ public:
+  explicit ByteStream(const std::string& path) : m_path(path) {
+    errno = 0;
+    m_file.reset(std::fopen(path.c_str(), "rb"));
+    if (!m_file) {
+      const int err = errno;
+      throw InvalidArgument("cannot open " + path + ": " + (err ? std::strerror(err) : "unknown error"));
     }
-    if (got == 0) break;
-    done += static_cast<std::size_t>(got);
+    unsigned char magic[2] = {0, 0};
+    m_gzip = std::fread(magic, 1, 2, m_file.get()) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+    std::rewind(m_file.get());
+    if (m_gzip) {
+      // The compressed bytes are read whole: at most a fraction of the data they hold.
+      unsigned char chunk[1 << 16];
+      for (std::size_t got; (got = std::fread(chunk, 1, sizeof chunk, m_file.get())) > 0;)
+        m_bytes.insert(m_bytes.end(), chunk, chunk + got);
+      if (std::ferror(m_file.get())) throw InvalidArgument(path + ": unreadable (" + std::strerror(errno) + ")");
+      if (inflateInit2(&m_z, 16 + MAX_WBITS) != Z_OK) throw InvalidArgument(path + ": cannot start gzip decoding");
+      m_z.next_in = m_bytes.data();
+      m_z.avail_in = static_cast<uInt>(std::min<std::size_t>(m_bytes.size(), std::numeric_limits<uInt>::max()));
+    }
   }
-  return done;
-}
+  ~ByteStream() {
+    if (m_gzip) inflateEnd(&m_z);
+  }
+  ByteStream(const ByteStream&) = delete;
+  ByteStream& operator=(const ByteStream&) = delete;
+
+  // Up to `size` bytes into `dst`; fewer only at the end of the data.
+  std::size_t read(void* dst, std::size_t size) {
+    auto* out = static_cast<unsigned char*>(dst);
+    if (!m_gzip) {
+      const std::size_t n = std::fread(out, 1, size, m_file.get());
+      if (n < size && std::ferror(m_file.get()))
+        throw InvalidArgument(m_path + ": unreadable (" + std::strerror(errno) + ")");
+      return n;
+    }
+    std::size_t done = 0;
+    while (done < size) {
+      feed();
+      if (m_member_done) {
+        if (m_z.avail_in == 0) return done;
+        if (m_z.avail_in < 2 || m_z.next_in[0] != 0x1f || m_z.next_in[1] != 0x8b)
+          throw InvalidArgument(m_path + ": " + std::to_string(remaining()) +
+                                " bytes after the end of the gzip data that are not gzip data");
+        inflateReset(&m_z);
+        m_member_done = false;
+      }
+      const auto want = static_cast<uInt>(std::min<std::size_t>(size - done, 1u << 30));
+      m_z.next_out = out + done;
+      m_z.avail_out = want;
+      const int rc = inflate(&m_z, Z_NO_FLUSH);
+      done += want - m_z.avail_out;
+      if (rc == Z_STREAM_END) {
+        m_member_done = true;
+      } else if (rc == Z_BUF_ERROR && m_z.avail_in == 0) {
+        throw InvalidArgument(m_path + ": unreadable (truncated gzip data)");
+      } else if (rc != Z_OK) {
+        throw InvalidArgument(
+            m_path + ": unreadable (corrupt gzip data: " + std::string(m_z.msg ? m_z.msg : "inflate error") + ")");
+      }
+    }
+    return done;
+  }
+
+ private:
+  // Input beyond what one z_stream call takes (files over 4 GiB) is handed over as it is used.
+  void feed() {
+    if (m_z.avail_in > 0) return;
+    const std::size_t used = static_cast<std::size_t>(m_z.next_in - m_bytes.data());
+    m_z.avail_in = static_cast<uInt>(std::min<std::size_t>(m_bytes.size() - used, std::numeric_limits<uInt>::max()));
+  }
+  std::size_t remaining() const { return m_bytes.size() - static_cast<std::size_t>(m_z.next_in - m_bytes.data()); }
+
+  std::string m_path;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> m_file{nullptr, std::fclose};
+  std::vector<unsigned char> m_bytes;  // gzip: the compressed file
+  bool m_gzip = false;
+  bool m_member_done = false;
+  z_stream m_z{};
+};
 
 bool file_exists(const std::string& path) {
   struct stat st {};
@@ -104,14 +170,9 @@ Dataset load_split(const std::string& dir, const std::string& prefix, const std:
 }  // namespace
 
 IdxArray read_idx(const std::string& path) {
-  errno = 0;
-  std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
-  if (!f) {
-    const int err = errno;
-    throw InvalidArgument("cannot open " + path + ": " + (err ? std::strerror(err) : "out of memory"));
-  }
+  ByteStream f(path);
   unsigned char header[4];
-  if (read_some(f.get(), header, 4, path) < 4) throw InvalidArgument(path + ": truncated (no IDX header)");
+  if (f.read(header, 4) < 4) throw InvalidArgument(path + ": truncated (no IDX header)");
   IdxArray a;
   a.magic =
       (std::uint32_t(header[0]) << 24) | (std::uint32_t(header[1]) << 16) | (std::uint32_t(header[2]) << 8) | header[3];
@@ -125,7 +186,7 @@ IdxArray read_idx(const std::string& path) {
   std::size_t total = 1;
   for (int d = 0; d < ndims; ++d) {
     unsigned char b[4];
-    if (read_some(f.get(), b, 4, path) < 4) throw InvalidArgument(path + ": truncated (incomplete IDX header)");
+    if (f.read(b, 4) < 4) throw InvalidArgument(path + ": truncated (incomplete IDX header)");
     const std::uint32_t extent =
         (std::uint32_t(b[0]) << 24) | (std::uint32_t(b[1]) << 16) | (std::uint32_t(b[2]) << 8) | b[3];
     a.dims.push_back(extent);
@@ -140,7 +201,7 @@ IdxArray read_idx(const std::string& path) {
   while (got < total) {
     const std::size_t want = std::min(chunk, total - got);
     a.data.resize(got + want);
-    const std::size_t n = read_some(f.get(), a.data.data() + got, want, path);
+    const std::size_t n = f.read(a.data.data() + got, want);
     got += n;
     if (n < want) break;
   }
@@ -148,7 +209,7 @@ IdxArray read_idx(const std::string& path) {
     throw InvalidArgument(path + ": truncated: expected " + std::to_string(total) +
                           " data bytes after the header, found " + std::to_string(got));
   unsigned char extra[256];
-  const std::size_t trailing = read_some(f.get(), extra, sizeof extra, path);
+  const std::size_t trailing = f.read(extra, sizeof extra);
   if (trailing > 0)
     throw InvalidArgument(path + ": unexpected bytes after the " + std::to_string(total) + " data bytes");
   return a;
