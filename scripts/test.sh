@@ -4,7 +4,8 @@
 #   scripts/test.sh            install missing Debian packages (as root), configure, build, ctest
 #
 # Environment: A2SGD_BUILD_DIR (default: build), A2SGD_BUILD_TYPE (default: Release),
-# A2SGD_CMAKE_ARGS (extra configure arguments), A2SGD_JOBS (default: all cores).
+# A2SGD_CMAKE_ARGS (extra configure arguments), A2SGD_JOBS (default: all cores),
+# A2SGD_SANITIZER_STAGE (default 1: then scripts/sanitize.sh runs in <build dir>-sanitize).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,3 +23,13 @@ cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE="${A2SGD_BUILD_TYPE:-Release
 cmake --build "${build}" --parallel "${jobs}"
 cd "${build}"
 ctest --output-on-failure --parallel "${jobs}"
+
+# The sanitizer and fuzzing stage (docs/reliability.md), with Clang.
+if [[ "${A2SGD_SANITIZER_STAGE:-1}" != 0 ]]; then
+  a2sgd_install_optional clang libclang-rt-14-dev
+  if command -v clang++ > /dev/null || command -v clang++-14 > /dev/null; then
+    bash "${root}/scripts/sanitize.sh" "${build}-sanitize"
+  else
+    echo "a2sgd: no clang++: the sanitizer and fuzzing stage is skipped" >&2
+  fi
+fi

@@ -66,9 +66,9 @@ expect(2 "exceeds the 200 training samples of each rank" ${syn} --batch-size 500
 expect(2 "data directory /nonexistent/fmnist does not exist" --data-dir /nonexistent/fmnist)
 expect(2 "bad_idx/train-images-idx3-ubyte: magic number 0x6e6f7420 is not that of an IDX file" --data-dir ${bad_dir})
 expect(2 "--metrics /nonexistent/dir/m.jsonl: cannot open for writing" ${syn} --metrics /nonexistent/dir/m.jsonl)
-# Output that cannot be written is an error, not a success: a full disk for the metrics (exit 1 at
+# Output that cannot be written is an error, not a success: a full disk for the metrics (exit 2 at
 # the end, on every rank), a checkpoint directory that cannot hold files (exit 2 before training).
-expect(1 "--metrics /dev/full: writing failed \\(No space left on device\\)" ${syn} --metrics /dev/full)
+expect(2 "--metrics /dev/full: writing failed \\(No space left on device\\)" ${syn} --metrics /dev/full)
 file(WRITE ${WORKDIR}/cli_not_a_directory "")
 expect(2 "--checkpoint-dir ${WORKDIR}/cli_not_a_directory/ckpt: " ${syn} --checkpoint-dir ${WORKDIR}/cli_not_a_directory/ckpt)
 expect(2 "--config /nonexistent.ini: no such file" ${syn} --config /nonexistent.ini)

@@ -34,15 +34,18 @@ TEST_CASE("fp16 and bf16 conversions round to nearest even", "[half]") {
   CHECK(from_fp16(to_fp16(3 * std::ldexp(1.0f, -25))) == std::ldexp(1.0f, -23));  // subnormal tie -> even
   CHECK(std::isnan(from_fp16(to_fp16(std::numeric_limits<float>::quiet_NaN()))));
   CHECK(from_fp16(to_fp16(-std::numeric_limits<float>::infinity())) == -std::numeric_limits<float>::infinity());
-  // Against the compiler's binary16 on random values across the range.
+  // Against the compiler's binary16 on random values across the range (where it has one: GCC on
+  // x86-64 does; Clang 14 only with AVX512-FP16).
   Rng rng(3);
   int wrong = 0;
+#ifdef __FLT16_MANT_DIG__
   for (int i = 0; i < 200000; ++i) {
     const float v = static_cast<float>(rng.normal() * std::ldexp(1.0, static_cast<int>(rng.below(40)) - 26));
     const auto ref = static_cast<float>(static_cast<_Float16>(v));
     wrong += bits(from_fp16(to_fp16(v))) != bits(ref);
   }
   CHECK(wrong == 0);
+#endif
 
   CHECK(from_bf16(to_bf16(1.0f + std::ldexp(1.0f, -8))) == 1.0f);                             // tie -> even
   CHECK(from_bf16(to_bf16(1.0f + 3 * std::ldexp(1.0f, -8))) == 1.0f + std::ldexp(1.0f, -6));  // tie -> even

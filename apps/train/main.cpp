@@ -165,7 +165,7 @@ int run(int argc, char** argv, const Communicator& comm) {
       // mpirun takes the job down when the first rank exits non-zero: no rank leaves before rank 0
       // has reported.
       comm.barrier();
-      return metrics_lost() ? 1 : exit_code_requeue;
+      return metrics_lost() ? 2 : exit_code_requeue;
     }
   } catch (const NonFiniteError& e) {
     char hint[96];
@@ -179,7 +179,7 @@ int run(int argc, char** argv, const Communicator& comm) {
     report(comm, std::string("error: ") + e.what());
     return 1;
   }
-  return metrics_lost() ? 1 : 0;
+  return metrics_lost() ? 2 : 0;
 }
 
 }  // namespace

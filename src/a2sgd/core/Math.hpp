@@ -61,9 +61,11 @@ KOKKOS_INLINE_FUNCTION double exp_approx(double x) {
   p = p * r + 1.0;
   union {
     double d;
-    std::int64_t i;
+    std::uint64_t u;
   } tb{t}, mb{magic}, scale{0.0};
-  scale.i = (tb.i - mb.i + 1023) << 52;  // 2^k
+  // 2^k. Unsigned: the same bits as signed arithmetic for every k in range, and defined (modulo
+  // 2^64) for a NaN x, whose bits are arbitrary (the NaN of p then wins).
+  scale.u = (tb.u - mb.u + 1023u) << 52;
   return p * scale.d;
 }
 

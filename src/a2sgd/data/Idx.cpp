@@ -194,16 +194,17 @@ IdxArray read_idx(const std::string& path) {
       throw InvalidArgument(path + ": dimensions are implausibly large");
     total *= extent;
   }
-  // Grown as the data arrives, so that a header claiming more than the file holds is reported
-  // as a truncated file instead of allocating what it claims.
-  constexpr std::size_t chunk = std::size_t(64) << 20;
-  std::size_t got = 0;
+  // Grown as the data arrives (1 MiB, then doubling up to 64 MiB at a time), so that a header
+  // claiming more than the file holds is reported as a truncated file instead of allocating
+  // what it claims.
+  std::size_t got = 0, chunk = std::size_t(1) << 20;
   while (got < total) {
     const std::size_t want = std::min(chunk, total - got);
     a.data.resize(got + want);
     const std::size_t n = f.read(a.data.data() + got, want);
     got += n;
     if (n < want) break;
+    chunk = std::min(2 * chunk, std::size_t(64) << 20);
   }
   if (got < total)
     throw InvalidArgument(path + ": truncated: expected " + std::to_string(total) +
