@@ -57,9 +57,10 @@ expect(2 "--synthetic-features 100000000000: with 400 \\+ 100 samples needs .* G
 expect(2 "--hidden: \"256,x\"" ${syn} --hidden 256,x)
 expect(2 "the argument \\('abc'\\) for option '--lr' is invalid" ${syn} --lr abc)
 expect(2 "--epochs 0: must be positive" ${syn} --epochs 0)
-# Kokkos' own options, rejected by Kokkos::initialize on every rank: exit 2, no abort.
-expect(2 "Kokkos rejected its options \\(--kokkos-threads=abc\\)" ${syn} --kokkos-threads=abc)
-expect(2 "Kokkos rejected its options \\(--kokkos-num-devices=-5\\)" ${syn} --kokkos-num-devices=-5)
+# Kokkos' own options, checked before Kokkos parses them: exit 2 on every rank, no abort.
+expect(2 "--kokkos-threads: 'abc' is not a non-negative integer" ${syn} --kokkos-threads=abc)
+expect(2 "--kokkos-num-devices: '-5' is not a non-negative integer" ${syn} --kokkos-num-devices=-5)
+expect(2 "--kokkos-threads: '99999999999' is not a non-negative integer" ${syn} --kokkos-threads=99999999999)
 # 2^62 evaluation rows: rows x width x 4 bytes would wrap around to a small allocation.
 expect(2 "a batch of 4611686018427387904 rows of [0-9]+ activations does not fit in memory" ${syn} --eval-batch 4611686018427387904)
 expect(2 "exceeds the 200 training samples of each rank" ${syn} --batch-size 500)

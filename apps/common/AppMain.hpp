@@ -15,6 +15,36 @@
 
 namespace a2sgd::apps {
 
+namespace detail {
+
+/// Checks the value of a numeric Kokkos option before Kokkos parses it (Kokkos 3.4 throws
+/// std::stoi's exception or aborts on a malformed one): a non-negative integer below 2^31, for
+/// --kokkos-num-devices / --kokkos-ndevices optionally followed by ",<integer>" (the device to
+/// skip). Returns the problem, or an empty string.
+inline std::string kokkos_option_problem(const std::string& arg) {
+  static const char* const numeric[] = {"--kokkos-threads",    "--kokkos-num-threads", "--kokkos-numa",
+                                        "--kokkos-device-id",  "--kokkos-num-devices", "--kokkos-ndevices",
+                                        "--kokkos-skip-device"};
+  auto is_count = [](const std::string& v) {
+    return !v.empty() && v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos;
+  };
+  for (const char* name : numeric) {
+    const std::string prefix = std::string(name) + "=";
+    if (arg.rfind(prefix, 0) != 0) continue;
+    const std::string value = arg.substr(prefix.size());
+    const bool with_skip = std::string(name) == "--kokkos-num-devices" || std::string(name) == "--kokkos-ndevices";
+    const std::size_t comma = with_skip ? value.find(',') : std::string::npos;
+    const bool ok = comma == std::string::npos ? is_count(value)
+                                               : is_count(value.substr(0, comma)) && is_count(value.substr(comma + 1));
+    if (!ok)
+      return std::string(name) + ": '" + value + "' is not a non-negative integer" +
+             (with_skip ? " (or <count>,<device to skip>)" : "");
+  }
+  return {};
+}
+
+}  // namespace detail
+
 /// MPI and Kokkos around run(argc, argv, comm). Kokkos sees only its own --kokkos-* arguments (it
 /// would answer --help itself); run() sees the rest. run() reports collective errors itself and
 /// returns the exit code; an exception that reaches here was raised on one rank alone, so it is
@@ -26,6 +56,17 @@ int app_main(int argc, char** argv, const char* name, Run run) {
   for (int i = 1; i < argc; ++i)
     (std::string(argv[i]).rfind("--kokkos", 0) == 0 ? kokkos_args : our_args).push_back(argv[i]);
   int kokkos_argc = static_cast<int>(kokkos_args.size());
+  // Every rank has the same arguments and finds the same problem; rank 0 reports it.
+  for (std::size_t i = 1; i < kokkos_args.size(); ++i) {
+    const std::string problem = detail::kokkos_option_problem(kokkos_args[i]);
+    if (problem.empty()) continue;
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+      std::fprintf(stderr, "%s: error: %s (--kokkos-help lists the Kokkos options)\n", name, problem.c_str());
+    MPI_Finalize();
+    return 2;
+  }
   int code = 0;
   try {
     Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
@@ -38,8 +79,8 @@ int app_main(int argc, char** argv, const char* name, Run run) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
   } catch (const std::exception& e) {
-    // Kokkos rejected its options (--kokkos-threads=abc, ...). Every rank has the same arguments
-    // and fails alike, so each reports through rank 0 and returns the bad-input code.
+    // Kokkos rejected its options in a way the check above does not foresee. Every rank has the
+    // same arguments and fails alike, so each reports through rank 0 and returns the bad-input code.
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     std::string given;
