@@ -103,6 +103,14 @@ void verify_checksum(std::optional<std::uint32_t> stored, std::uint32_t computed
   }
 }
 
+// Model and optimizer state must be finite: a NaN row would only show later as a diverged run.
+void require_finite(const float* v, hsize_t n, hsize_t row, const std::string& name, const std::string& path) {
+  for (hsize_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i]))
+      throw Error(path + ": dataset " + name + " row " + std::to_string(row) + " holds a non-finite value (at " +
+                  std::to_string(i) + ")");
+}
+
 // Datasets are written in full right after creation: writing HDF5's fill values first (its
 // default with parallel early allocation) would double the I/O.
 Handle no_fill_dcpl() {
@@ -277,10 +285,7 @@ void read_row(hid_t file, const std::string& name, hsize_t row, bool vector, flo
     crc = crc32_of(out + off, len * sizeof(float), crc);
   }
   verify_checksum(stored, crc, row, name, path);
-  for (hsize_t i = 0; i < n; ++i)
-    if (!std::isfinite(out[i]))
-      throw Error(path + ": dataset " + name + " row " + std::to_string(row) + " holds a non-finite value (at " +
-                  std::to_string(i) + ")");
+  require_finite(out, n, row, name, path);
 }
 
 // Per-rank named values: [p, k] float64 with their names as an attribute. A row holds at least
@@ -964,13 +969,7 @@ std::vector<std::string> verify_checkpoint(const std::string& path, std::string&
               path + ": cannot read dataset " + name + " (truncated or corrupt file?)");
         verify_checksum(stored_checksum(dset.get(), r, rows, version >= 2, name, path),
                         crc32_of(row.data(), row.size()), r, name, path);
-        if (f32) {
-          const auto* v = reinterpret_cast<const float*>(row.data());
-          for (hsize_t i = 0; i < cols; ++i)
-            if (!std::isfinite(v[i]))
-              throw Error(path + ": dataset " + name + " row " + std::to_string(r) + " holds a non-finite value (at " +
-                          std::to_string(i) + ")");
-        }
+        if (f32) require_finite(reinterpret_cast<const float*>(row.data()), cols, r, name, path);
         ++rows_checked;
       }
       ++datasets;
