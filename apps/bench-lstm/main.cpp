@@ -6,6 +6,7 @@
 //
 // Exit codes: 0 success, 2 invalid options, 1 other errors.
 #include "../common/AppMain.hpp"
+#include "../common/OptionErrors.hpp"
 
 #include <a2sgd/a2sgd.hpp>
 #include <a2sgd/core/impl/Gemm.hpp>
@@ -66,8 +67,9 @@ int run(int argc, char** argv, const Communicator& comm) {
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
     po::notify(vm);
-  } catch (const po::error& e) {
-    if (comm.rank() == 0) std::fprintf(stderr, "a2sgd-bench-lstm: error: %s (see --help)\n", e.what());
+  } catch (po::error& e) {
+    if (comm.rank() == 0)
+      std::fprintf(stderr, "a2sgd-bench-lstm: error: %s (see --help)\n", apps::option_error_message(e).c_str());
     return 2;
   }
   if (vm.count("help")) {

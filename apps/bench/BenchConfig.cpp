@@ -1,5 +1,7 @@
 #include "BenchConfig.hpp"
 
+#include "../common/OptionErrors.hpp"
+
 #include <a2sgd/core/Error.hpp>
 
 #include <boost/program_options.hpp>
@@ -92,8 +94,8 @@ ParseOutcome parse_options(int argc, char** argv, BenchConfig& c, std::string& h
   try {
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
     po::notify(vm);
-  } catch (const po::error& e) {
-    throw InvalidArgument(e.what());
+  } catch (po::error& e) {
+    throw InvalidArgument(apps::option_error_message(e));
   }
   if (vm.count("help")) return ParseOutcome::help;
 

@@ -7,6 +7,7 @@
 // Run:
 //   mpirun -np 2 a2sgd-example-custom-model --method a2sgd
 #include "../common/AppMain.hpp"
+#include "../common/OptionErrors.hpp"
 
 #include <a2sgd/a2sgd.hpp>
 
@@ -156,8 +157,7 @@ int run(int argc, char** argv, const Communicator& comm) {
       "features", po::value(&features)->default_value(features), "input features")(
       "lr", po::value(&lr)->default_value(lr), "learning rate");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
+  a2sgd::apps::parse_command_line(argc, argv, desc, vm);
   if (vm.count("help")) {
     if (comm.rank() == 0) std::cout << desc << '\n';
     return 0;

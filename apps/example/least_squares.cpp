@@ -3,6 +3,8 @@
 // Each rank owns a shard of a linear least-squares problem  min_w (1/2m) ||A w + b0 - y||^2,
 // computes its local gradient with Kokkos Kernels, and calls exchange->step(). Run:
 //   mpirun -np 2 a2sgd-example-least-squares --method a2sgd
+#include "../common/OptionErrors.hpp"
+
 #include <a2sgd/a2sgd.hpp>
 
 #include <KokkosBlas1_dot.hpp>
@@ -42,8 +44,7 @@ Options parse(int argc, char** argv, bool& help) {
       "seed", po::value(&o.seed)->default_value(o.seed), "random seed")(
       "print-every", po::value(&o.print_every)->default_value(o.print_every), "steps between loss lines");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
+  a2sgd::apps::parse_command_line(argc, argv, desc, vm);
   help = vm.count("help") > 0;
   if (help) std::cout << desc << '\n';
   if (o.steps < 1 || o.dim < 1 || o.rows < 1 || o.print_every < 1)

@@ -1,5 +1,7 @@
 #include "TrainConfig.hpp"
 
+#include "../common/OptionErrors.hpp"
+
 #include <boost/program_options.hpp>
 
 #include <unistd.h>
@@ -233,8 +235,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       po::store(parsed, vm);
     }
     po::notify(vm);
-  } catch (const po::error& e) {
-    throw InvalidArgument(e.what());
+  } catch (po::error& e) {
+    throw InvalidArgument(apps::option_error_message(e));
   }
   if (vm.count("help")) {
     std::ostringstream text;

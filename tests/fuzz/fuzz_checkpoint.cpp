@@ -6,12 +6,25 @@
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/io/Checkpoint.hpp>
 
+#include <hdf5.h>
 #include <mpi.h>
+#include <sanitizer/lsan_interface.h>
 #include <Kokkos_Core.hpp>
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
-  MPI_Init(argc, argv);
-  Kokkos::initialize();
+  {
+    // MPI and Kokkos stay initialised until the process ends (libFuzzer never returns to finalize
+    // them), so what they allocate here is not a leak. Ignoring it here rather than through the
+    // suppression file lets the fuzzer use fast (frame-pointer) stack traces on every allocation:
+    // the suppressions need full unwinding through the uninstrumented MPI libraries.
+    __lsan::ScopedDisabler not_leaks;
+    MPI_Init(argc, argv);
+    Kokkos::initialize();
+  }
+  // Every file open allocates HDF5's metadata cache (about 1 MB, zeroed), larger than the default
+  // per-type free-list limit, so each input would map and fault in fresh pages: keep freed blocks
+  // on HDF5's lists instead (several times as many inputs per second; HDF5 is not instrumented).
+  H5set_free_list_limits(-1, -1, 4 << 20, 64 << 10, 16 << 20, 1 << 20);
   return 0;
 }
 
