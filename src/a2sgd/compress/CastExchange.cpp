@@ -1,13 +1,152 @@
 #include <a2sgd/compress/CastExchange.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 
 #include <algorithm>
 #include <climits>
+#include <string>
+#include <type_traits>
 
 namespace a2sgd {
 namespace {
 
 using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
+using Wire = Kokkos::View<std::uint16_t*, MemorySpace>;
+
+// The format is a template parameter so that each kernel is one branch-free loop that vectorises.
+// Both directions work on 16-bit values held in 32-bit integers (see convert_block).
+template <HalfFormat F>
+KOKKOS_INLINE_FUNCTION std::uint32_t encode_bits(float v) {
+  if constexpr (F == HalfFormat::fp16)
+    return to_fp16_bits(v);
+  else
+    return to_bf16(v);
+}
+
+template <HalfFormat F>
+KOKKOS_INLINE_FUNCTION float decode_bits(std::uint32_t h) {
+  if constexpr (F == HalfFormat::fp16)
+    return from_fp16_bits(h);
+  else
+    return from_bf16(static_cast<std::uint16_t>(h));
+}
+
+template <HalfFormat F>
+KOKKOS_INLINE_FUNCTION std::uint16_t encode(float v) {
+  return static_cast<std::uint16_t>(encode_bits<F>(v));
+}
+
+template <HalfFormat F>
+KOKKOS_INLINE_FUNCTION float decode(std::uint16_t h) {
+  return decode_bits<F>(h);
+}
+
+// Host backends convert blocks through plain loops compiled for several ISAs
+// (impl/HostClones.hpp): the conversions are selects between integer results, which AVX2 and
+// AVX-512 blend 8 and 16 values at a time, while the baseline ISA has no blend instruction.
+constexpr Index host_block = 4096;
+
+// Into and out of the 32-bit lanes: floats are encoded on the way in and decoded on the way out;
+// 16-bit values are only widened and narrowed.
+template <HalfFormat F>
+KOKKOS_INLINE_FUNCTION std::uint32_t to_lane(float v) {
+  return encode_bits<F>(v);
+}
+
+template <HalfFormat F>
+KOKKOS_INLINE_FUNCTION std::uint32_t to_lane(std::uint16_t h) {
+  return h;
+}
+
+template <HalfFormat F, class To>
+KOKKOS_INLINE_FUNCTION To from_lane(std::uint32_t bits) {
+  if constexpr (std::is_same_v<To, float>)
+    return decode_bits<F>(bits);
+  else
+    return static_cast<std::uint16_t>(bits);
+}
+
+// Two passes per chunk, through an L1-resident buffer of 32-bit lanes: in one loop the compiler
+// narrows the conversion's selects to 16-bit lanes, which AVX-512F lacks (it then falls back to
+// 8 lanes with byte blends, about twice the instructions).
+template <HalfFormat F, class From, class To>
+A2SGD_HOST_CLONES void convert_block(const From* in, To* out, Index count) {
+  constexpr Index chunk = 512;
+  std::uint32_t bits[chunk];
+  for (Index c = 0; c < count; c += chunk) {
+    const Index m = count - c < chunk ? count - c : chunk;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+    for (Index i = 0; i < m; ++i) bits[i] = to_lane<F>(in[c + i]);
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+    for (Index i = 0; i < m; ++i) out[c + i] = from_lane<F, To>(bits[i]);
+  }
+}
+
+constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
+
+// float -> 16 bits and back, one entry per work item on a device, one block on a host backend.
+template <HalfFormat F>
+KOKKOS_INLINE_FUNCTION std::uint16_t convert(float v) {
+  return encode<F>(v);
+}
+
+template <HalfFormat F>
+KOKKOS_INLINE_FUNCTION float convert(std::uint16_t h) {
+  return decode<F>(h);
+}
+
+template <HalfFormat F, class From, class To>
+struct Convert {
+  Kokkos::View<const From*, MemorySpace> in;
+  Kokkos::View<To*, MemorySpace> out;
+  KOKKOS_INLINE_FUNCTION void operator()(Index i) const {
+    if constexpr (host_backend) {
+      const Index n = static_cast<Index>(in.extent(0)), begin = i * host_block;
+      convert_block<F>(in.data() + begin, out.data() + begin, begin + host_block < n ? host_block : n - begin);
+    } else {
+      out(i) = convert<F>(in(i));
+    }
+  }
+};
+
+template <HalfFormat F>
+using Encode = Convert<F, float, std::uint16_t>;
+template <HalfFormat F>
+using Decode = Convert<F, std::uint16_t, float>;
+
+// Work items of an n-entry Encode or Decode.
+Index conversion_items(Index n) {
+  return host_backend ? (n + host_block - 1) / host_block : n;
+}
+
+// This rank's chunk: its own value plus the other ranks' copies, summed in float, rounded once.
+template <HalfFormat F>
+struct SumChunk {
+  Wire wire;
+  Wire recv;
+  Index begin;
+  Index own;
+  int p;
+  int me;
+  KOKKOS_INLINE_FUNCTION void operator()(Index j) const {
+    float sum = decode<F>(wire(begin + j));
+    for (int q = 0; q < p; ++q)
+      if (q != me) sum += decode<F>(recv(q * own + j));
+    wire(begin + j) = encode<F>(sum);
+  }
+};
+
+template <template <HalfFormat> class Kernel, class... Args>
+void launch(const std::string& label, const ExecutionSpace& exec, HalfFormat format, Index count, Args... args) {
+  if (format == HalfFormat::fp16)
+    Kokkos::parallel_for(label, Policy(exec, 0, count), Kernel<HalfFormat::fp16>{args...});
+  else
+    Kokkos::parallel_for(label, Policy(exec, 0, count), Kernel<HalfFormat::bf16>{args...});
+}
 
 }  // namespace
 
@@ -45,11 +184,8 @@ void CastExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   Stopwatch clock;
   const auto wire = m_wire;
   const auto recv = m_recv;
-  const ConstFloatView g = grad;
-  const bool fp16 = m_format == HalfFormat::fp16;
-  Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::compress::half_encode"), Policy(exec(), 0, size()),
-      KOKKOS_LAMBDA(Index i) { wire(i) = fp16 ? to_fp16(g(i)) : to_bf16(g(i)); });
+  launch<Encode>(A2SGD_LABEL("a2sgd::compress::half_encode"), exec(), m_format, conversion_items(size()),
+                 ConstFloatView(grad), wire);
   exec().fence();
   stats.compress_s += clock.seconds();
 
@@ -69,16 +205,8 @@ void CastExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   // With one rank the chunk is the whole sum already (and a 16-bit value survives the round trip
   // through float exactly): no kernel.
   if (p > 1)
-    Kokkos::parallel_for(
-        A2SGD_LABEL("a2sgd::compress::half_sum"), Policy(exec(), 0, own), KOKKOS_LAMBDA(Index j) {
-          float sum = fp16 ? from_fp16(wire(begin + j)) : from_bf16(wire(begin + j));
-          for (int q = 0; q < p; ++q) {
-            if (q == me) continue;
-            const std::uint16_t h = recv(q * own + j);
-            sum += fp16 ? from_fp16(h) : from_bf16(h);
-          }
-          wire(begin + j) = fp16 ? to_fp16(sum) : to_bf16(sum);
-        });
+    launch<SumChunk>(A2SGD_LABEL("a2sgd::compress::half_sum"), exec(), m_format, own, wire, recv, begin,
+                     static_cast<Index>(own), p, me);
   // All-gather of the summed chunks, in place.
   if (staged) {
     const auto chunk = std::make_pair(static_cast<std::size_t>(begin), static_cast<std::size_t>(begin + own));
@@ -90,10 +218,8 @@ void CastExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   stats.comm_s = comm_before + clock.seconds();
 
   clock.restart();
-  const FloatView u = m_update;
-  Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::compress::half_decode"), Policy(exec(), 0, size()),
-      KOKKOS_LAMBDA(Index i) { u(i) = fp16 ? from_fp16(wire(i)) : from_bf16(wire(i)); });
+  launch<Decode>(A2SGD_LABEL("a2sgd::compress::half_decode"), exec(), m_format, conversion_items(size()), Wire(wire),
+                 m_update);
   exec().fence();
   stats.optimizer_s += clock.seconds();
   apply_dense(params, m_update, opt, lr, 1.0f / static_cast<float>(comm().size()), stats);
