@@ -1,7 +1,7 @@
 # a2sgd-bench on 2 ranks: small sizes, every method, --project and --csv. The CSV must hold one
-# measured row per (method, size), the copy and full-sort references, and one projected row per
-# (method, size, link, p); bytes must match the formulas (exit 0). Bad options end with exit code
-# 2 and one message. With Debian's python3 and matplotlib, plot_bench.py turns the CSV into PNGs.
+# measured row per (method, size), the memory ceilings and Top-K's selection references, and one
+# projected row per (method, size, link, p); bytes must match the formulas (exit 0). Bad options
+# end with exit code 2 and one message. With Debian's python3 and matplotlib, plot_bench.py turns the CSV into PNGs.
 separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
 set(work ${WORKDIR}/bench)
 file(REMOVE_RECURSE ${work})
@@ -51,12 +51,26 @@ foreach(n 4096 100003)
       message(FATAL_ERROR "expected 12 projected rows for ${m} at n = ${n}, found ${count}")
     endif()
   endforeach()
-  foreach(ref copy fullsort)
+  # Memory ceilings of every access pattern, and Top-K's two selection references.
+  foreach(ref read copy triad axpy rmw nth_element fullsort)
     set(hits ${rows})
     list(FILTER hits INCLUDE REGEX "^reference,${ref},${n},")
     list(LENGTH hits count)
     if(NOT count EQUAL 1)
       message(FATAL_ERROR "expected one ${ref} row at n = ${n}, found ${count}")
+    endif()
+  endforeach()
+endforeach()
+# Every measured row carries its phases' fractions of the ceilings and the ceilings themselves,
+# all positive (a missing pass or ceiling would show as 0 or inf).
+set(hits ${rows})
+list(FILTER hits INCLUDE REGEX "^measured,a2sgd,")
+foreach(r ${hits})
+  string(REPLACE "," ";" fields "${r}")
+  list(SUBLIST fields 14 7 tail)
+  foreach(v ${tail})
+    if(NOT v MATCHES "^[0-9.]+(e[-+]?[0-9]+)?$" OR v EQUAL 0)
+      message(FATAL_ERROR "a2sgd row: a fraction or ceiling is not a positive number: ${r}")
     endif()
   endforeach()
 endforeach()

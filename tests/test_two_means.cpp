@@ -4,8 +4,13 @@
 #include <a2sgd/core/Error.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <string>
+
+#include <sys/mman.h>
 
 using namespace a2sgd;
 using namespace a2sgd::testing;
@@ -124,5 +129,114 @@ TEST_CASE("two_means edge cases", "[two_means]") {
   }
   SECTION("mismatched lengths are an error") {
     CHECK_THROWS_AS(two_means(exec, FloatView("g", 10), FloatView("e", 9)), InvalidArgument);
+  }
+}
+
+namespace {
+
+// Long double reference (64-bit significand): its own error, at most n 2^-64 sum |a|, is far below
+// the double sums' bound.
+struct LongDoubleSums {
+  long double pos = 0, neg = 0, abs_pos = 0, abs_neg = 0;
+  std::int64_t count_pos = 0, count_neg = 0;
+};
+
+LongDoubleSums long_double_sums(const std::vector<float>& g, const std::vector<float>& e) {
+  LongDoubleSums r;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const float a = e.empty() ? g[i] : g[i] + e[i];
+    if (a > 0) {
+      r.pos += a;
+      ++r.count_pos;
+    } else if (a < 0) {
+      r.neg += a;
+      ++r.count_neg;
+    }
+  }
+  r.abs_pos = r.pos;
+  r.abs_neg = -r.neg;
+  return r;
+}
+
+// The accuracy contract: each sum within gamma64(n) of its magnitude (every entry of one set has
+// the same sign) of the exact sum, whatever the order of the lanes and blocks.
+void check_contract(const TwoMeansResult& got, const LongDoubleSums& want, std::size_t n) {
+  const long double bound = gamma64(double(n)) + double(n) * 0x1p-64;
+  CHECK(got.count_pos == want.count_pos);
+  CHECK(got.count_neg == want.count_neg);
+  CHECK(std::abs(static_cast<long double>(got.sum_pos) - want.pos) <= bound * want.abs_pos);
+  CHECK(std::abs(static_cast<long double>(got.sum_neg) - want.neg) <= bound * want.abs_neg);
+}
+
+}  // namespace
+
+TEST_CASE("two_means keeps the double-precision accuracy contract on adversarial data", "[two_means]") {
+  const ExecutionSpace exec;
+  SECTION("a few huge values among a million tiny ones: the tiny ones still count") {
+    // Summed in float, 1 + 2^-30 is 1: the tiny values (2^-30 each, 1e-3 of the total together)
+    // would vanish, 10^7 times the double bound.
+    const std::size_t n = 1000003;
+    std::vector<float> g(n, 0x1p-30f), e(n, 0.0f);
+    for (std::size_t i = 0; i < n; ++i)
+      if (i % 2 == 1) g[i] = -0x1p-30f;
+    for (std::size_t i : {std::size_t(0), std::size_t(4096 * 7 + 3), n - 1}) g[i] = 1.0f;
+    for (std::size_t i : {std::size_t(5), std::size_t(300001)}) g[i] = -3.0f;
+    const auto want = long_double_sums(g, e);
+    check_contract(two_means(exec, to_device(g), to_device(e)), want, n);
+    check_contract(two_means(exec, to_device(g), ConstFloatView()), want, n);
+  }
+  SECTION("all-equal values: the sums are exact") {
+    // fl(0.1f + 0.2f) times up to 2^14 needs 38 bits: every partial sum is exact in double.
+    const std::size_t n = 3 * 4096 + 5;
+    const std::vector<float> g(n, 0.1f), e(n, 0.2f);
+    const auto r = two_means(exec, to_device(g), to_device(e));
+    CHECK(r.count_pos == static_cast<std::int64_t>(n));
+    CHECK(static_cast<long double>(r.sum_pos) == long_double_sums(g, e).pos);
+    CHECK(r.mean_pos() == static_cast<double>(0.1f + 0.2f));
+  }
+  SECTION("more than 2^31 entries, where memory allows: counts and sums past 32 bits") {
+    // 2^31 + 4099 floats (8.6 GB), error feedback off. Needs 12 GB available, else skipped.
+    const std::size_t n = (std::size_t(1) << 31) + 4099;
+    std::size_t available_kb = 0;
+    {
+      std::ifstream meminfo("/proc/meminfo");
+      std::string key;
+      std::size_t value = 0;
+      std::string unit;
+      while (meminfo >> key >> value >> unit)
+        if (key == "MemAvailable:") available_kb = value;
+    }
+#if defined(__SANITIZE_ADDRESS__)
+    available_kb = 0;  // the sanitizer build: its shadow memory would add another gigabyte
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    available_kb = 0;
+#endif
+#endif
+    if (available_kb < (std::size_t(12) << 20)) {
+      WARN("skipped: needs 12 GB of available memory, " << available_kb / 1024 << " MB available");
+      return;
+    }
+    // Transparent huge pages where the kernel offers them: 4,000 page faults instead of 2 million.
+    const std::size_t bytes = n * sizeof(float);
+    void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(memory != MAP_FAILED);
+    madvise(memory, bytes, MADV_HUGEPAGE);
+    struct Unmap {
+      void* p;
+      std::size_t size;
+      ~Unmap() { munmap(p, size); }
+    } unmap{memory, bytes};
+    const Kokkos::View<float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(
+        static_cast<float*>(memory), n);
+    FloatView g = Kokkos::create_mirror_view(MemorySpace(), host);
+    Kokkos::deep_copy(g, 1.0f);
+    // A negative block at the very end, beyond index 2^31.
+    Kokkos::deep_copy(Kokkos::subview(g, std::make_pair(n - 99, n)), -2.0f);
+    const auto r = two_means(exec, g, ConstFloatView());
+    CHECK(r.count_pos == static_cast<std::int64_t>(n - 99));
+    CHECK(r.count_neg == 99);
+    CHECK(r.sum_pos == static_cast<double>(n - 99));  // integers below 2^53: exact
+    CHECK(r.sum_neg == -198.0);
   }
 }

@@ -1,6 +1,8 @@
 // a2sgd-bench: one exchange step of every method on synthetic gradients of several sizes, at the
 // current number of ranks: compress, communicate and decompress-and-apply times, bytes per rank,
-// and the kernels' effective bandwidth next to a copy kernel measured in the same run. With
+// and each kernel phase as a fraction of the memory ceilings that match its access pattern
+// (read-only, copy/triad with write-allocate, read-modify-write: KernelTraffic.hpp), all measured
+// in the same run; Top-K next to std::nth_element and a full sort of the same magnitudes. With
 // --project, the measured local times plus alpha-beta modelled communication for p up to 4096.
 //
 // Exit codes: 0 success, 2 invalid options, 1 other errors (including a method whose measured
@@ -10,6 +12,7 @@
 #include "KernelTraffic.hpp"
 
 #include <a2sgd/a2sgd.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -61,32 +64,121 @@ std::vector<TensorInfo> bench_layout(Index n) {
   return layout;
 }
 
-double copy_seconds(const FloatView& src, const FloatView& dst, int warmup, int repeats) {
+// Median seconds of `kernel` over `repeats` runs after `warmup`, the slowest rank's.
+template <class Kernel>
+double time_kernel(const Communicator& comm, int warmup, int repeats, Kernel&& kernel) {
   std::vector<double> t;
-  const ExecutionSpace exec;
+  comm.barrier();
   for (int r = 0; r < warmup + repeats; ++r) {
     Stopwatch clock;
-    Kokkos::parallel_for(
-        A2SGD_LABEL("a2sgd::bench::copy"), Policy(exec, 0, static_cast<Index>(src.extent(0))),
-        KOKKOS_LAMBDA(Index i) { dst(i) = src(i); });
-    exec.fence();
+    kernel();
     if (r >= warmup) t.push_back(clock.seconds());
   }
-  return median(t);
+  return slowest(comm, median(t));
 }
 
-// The reference Top-K must beat: sort all |a| descending (std::sort on the host copy).
-double full_sort_seconds(const FloatView& g, int repeats) {
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g);
-  std::vector<double> t;
-  std::vector<float> keys(host.extent(0));
-  for (int r = 0; r < std::min(repeats, 3); ++r) {
-    for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = std::fabs(host(i));
-    Stopwatch clock;
-    std::sort(keys.begin(), keys.end(), [](float a, float b) { return a > b; });
-    t.push_back(clock.seconds());
+constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
+
+// The read-only ceiling: sum a[i] + b[i] over a block, with 32 independent float accumulators
+// (two to eight vector registers, so no single add chain bounds the loop) in a function compiled
+// per ISA like the library's kernels (impl/HostClones.hpp): bound by loads alone.
+A2SGD_HOST_CLONES float read_block(const float* a, const float* b, Index count) {
+  constexpr int lanes = 32;
+  float acc[lanes] = {};
+  Index i = 0;
+  for (; i + lanes <= count; i += lanes)
+    for (int k = 0; k < lanes; ++k) acc[k] += a[i + k] + b[i + k];
+  float s = 0.0f;
+  for (; i < count; ++i) s += a[i] + b[i];
+  for (int k = 0; k < lanes; ++k) s += acc[k];
+  return s;
+}
+
+// Work item: a block on a host backend, an entry on a device.
+struct ReadTwoStreams {
+  static constexpr Index block = 4096;
+  ConstFloatView a, b;
+  Index n;
+  KOKKOS_INLINE_FUNCTION void operator()(Index item, double& sum) const {
+    if constexpr (host_backend) {
+      const Index begin = item * block;
+      sum += read_block(a.data() + begin, b.data() + begin, begin + block < n ? block : n - begin);
+    } else {
+      sum += a(item) + b(item);
+    }
   }
-  return median(t);
+};
+
+Ceilings measure_ceilings(const Communicator& comm, Index n, int warmup, int repeats) {
+  const auto size = static_cast<std::size_t>(n);
+  FloatView a("a2sgd::bench::ceiling_a", size), b("a2sgd::bench::ceiling_b", size), c("a2sgd::bench::ceiling_c", size);
+  Kokkos::deep_copy(a, 1.0f);
+  Kokkos::deep_copy(b, 2.0f);
+  Kokkos::deep_copy(c, 3.0f);
+  const ExecutionSpace exec;
+  const double values = static_cast<double>(n);
+  Ceilings ceil;
+  double sink = 0.0;
+  const Index items = host_backend ? (n + ReadTwoStreams::block - 1) / ReadTwoStreams::block : n;
+  ceil.read = 8.0 * values / 1e9 / time_kernel(comm, warmup, repeats, [&] {
+                double sum = 0.0;
+                Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::bench::ceiling_read"), Policy(exec, 0, items),
+                                        ReadTwoStreams{a, b, n}, sum);
+                sink += sum;
+              });
+  // The element-wise ceilings run through the library's SIMD loop (per-ISA clones on a host backend),
+  // as A2SGD's apply does.
+  auto elementwise_gbs = [&](double bytes_per_value, const std::string& label, const auto& kernel) {
+    return bytes_per_value * values / 1e9 / time_kernel(comm, warmup, repeats, [&] {
+             impl::simd_parallel_for(label, exec, 0, n, kernel);
+             exec.fence();
+           });
+  };
+  ceil.copy = elementwise_gbs(
+      12.0, A2SGD_LABEL("a2sgd::bench::ceiling_copy"), KOKKOS_LAMBDA(Index i) { b(i) = a(i); });
+  ceil.triad = elementwise_gbs(
+      16.0, A2SGD_LABEL("a2sgd::bench::ceiling_triad"), KOKKOS_LAMBDA(Index i) { a(i) = b(i) + 0.5f * c(i); });
+  ceil.axpy = elementwise_gbs(
+      12.0, A2SGD_LABEL("a2sgd::bench::ceiling_axpy"), KOKKOS_LAMBDA(Index i) { c(i) += 1e-4f * a(i); });
+  // g = a, e = b, x = c: A2SGD's apply without its arithmetic.
+  ceil.rmw = elementwise_gbs(
+      20.0, A2SGD_LABEL("a2sgd::bench::ceiling_rmw"), KOKKOS_LAMBDA(Index i) {
+        const float v = a(i) + b(i);
+        b(i) = 0.5f * v;
+        c(i) -= 1e-4f * v;
+      });
+  if (!std::isfinite(sink)) std::fprintf(stderr, "a2sgd-bench: warning: the read ceiling's sum is not finite\n");
+  return ceil;
+}
+
+// The references Top-K must beat, on the host copy of the same magnitudes |g|: std::nth_element
+// (what a user would write to find the k largest) and a full std::sort (descending). Medians of
+// up to 3 runs; the magnitudes are recomputed before each, untimed.
+struct SelectionTimes {
+  double nth_element_s = 0.0;
+  double full_sort_s = 0.0;
+};
+
+SelectionTimes selection_seconds(const FloatView& g, Index k, int repeats, bool full_sort) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g);
+  std::vector<float> keys(host.extent(0));
+  auto magnitudes = [&] {
+    for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = std::fabs(host(i));
+  };
+  auto greater = [](float x, float y) { return x > y; };
+  std::vector<double> nth, sort;
+  for (int r = 0; r < std::min(repeats, 3); ++r) {
+    magnitudes();
+    Stopwatch clock;
+    std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end(), greater);
+    nth.push_back(clock.seconds());
+    if (!full_sort) continue;
+    magnitudes();
+    clock.restart();
+    std::sort(keys.begin(), keys.end(), greater);
+    sort.push_back(clock.seconds());
+  }
+  return {median(nth), full_sort ? median(sort) : 0.0};
 }
 
 Measured measure(const BenchConfig& c, const std::string& method, Index n, const FloatView& g0,
@@ -140,11 +232,12 @@ std::string human(double bytes) {
   return buf;
 }
 
-std::string bandwidth(double bytes, double seconds, double copy_gbs) {
-  if (bytes <= 0 || seconds <= 0) return "         -";
-  const double gbs = bytes / seconds / 1e9;
+// "GB/s (% of the matching ceilings)" of one phase.
+std::string phase_figure(const PhaseTraffic& phase, double seconds, const Ceilings& ceil) {
+  if (phase.passes.empty() || seconds <= 0) return "           -";
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%5.1f (%3.0f%%)", gbs, 100.0 * gbs / copy_gbs);
+  std::snprintf(buf, sizeof buf, "%5.1f (%3.0f%%)", phase.bytes() / seconds / 1e9,
+                100.0 * ceil.fraction(phase, seconds));
   return buf;
 }
 
@@ -171,21 +264,26 @@ int run(int argc, char** argv, const Communicator& comm) {
         csv.open(c.csv);
         if (!csv) throw InvalidArgument("--csv " + c.csv + ": cannot open for writing");
         csv << "kind,method,values,ranks,link_gbps,alpha_us,compress_s,comm_s,apply_s,step_s,bytes_per_rank,"
-               "messages,compress_bytes_touched,apply_bytes_touched,copy_gbs\n";
+               "messages,compress_bytes_touched,apply_bytes_touched,compress_of_ceiling,apply_of_ceiling,read_gbs,"
+               "copy_gbs,triad_gbs,axpy_gbs,rmw_gbs\n";
       }
     });
   } catch (const CollectiveError& e) {
     if (root) std::fprintf(stderr, "a2sgd-bench: error: %s\n", e.what());
     return 2;
   }
+  Ceilings ceil;  // of the current size
   auto row = [&](const char* kind, const std::string& method, Index n, int ranks, double gbps, double alpha_us,
                  double compress, double comm_s, double apply, double step, double bytes, double messages,
-                 double touched_c, double touched_a, double copy_gbs) {
+                 const KernelTraffic& touched = {}) {
     if (!csv.is_open()) return;
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "%s,%s,%lld,%d,%g,%g,%.9g,%.9g,%.9g,%.9g,%.0f,%.0f,%.0f,%.0f,%.4g\n", kind,
-                  method.c_str(), static_cast<long long>(n), ranks, gbps, alpha_us, compress, comm_s, apply, step,
-                  bytes, messages, touched_c, touched_a, copy_gbs);
+    char buf[640];
+    std::snprintf(buf, sizeof buf,
+                  "%s,%s,%lld,%d,%g,%g,%.9g,%.9g,%.9g,%.9g,%.0f,%.0f,%.0f,%.0f,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g\n",
+                  kind, method.c_str(), static_cast<long long>(n), ranks, gbps, alpha_us, compress, comm_s, apply, step,
+                  bytes, messages, touched.compress.bytes(), touched.apply.bytes(),
+                  ceil.fraction(touched.compress, compress), ceil.fraction(touched.apply, apply), ceil.read, ceil.copy,
+                  ceil.triad, ceil.axpy, ceil.rmw);
     csv << buf;
   };
 
@@ -202,43 +300,52 @@ int run(int argc, char** argv, const Communicator& comm) {
       for (Index i = 0; i < n; ++i) host(i) = static_cast<float>(rng.normal());
       Kokkos::deep_copy(g0, host);
     }
-    double copy_gbs = 0;
-    {
-      FloatView dst("a2sgd::bench::copy", static_cast<std::size_t>(n));
-      comm.barrier();
-      copy_gbs = 8.0 * static_cast<double>(n) / slowest(comm, copy_seconds(g0, dst, c.warmup, c.repeats)) / 1e9;
-    }
-    row("reference", "copy", n, p, 0, 0, 0, 0, 0, 8.0 * n / copy_gbs / 1e9, 0, 0, 0, 8.0 * n, copy_gbs);
+    ceil = measure_ceilings(comm, n, c.warmup, c.repeats);
+    const double values = static_cast<double>(n);
+    row("reference", "read", n, p, 0, 0, 0, 0, 0, 8.0 * values / ceil.read / 1e9, 0, 0);
+    row("reference", "copy", n, p, 0, 0, 0, 0, 0, 12.0 * values / ceil.copy / 1e9, 0, 0);
+    row("reference", "triad", n, p, 0, 0, 0, 0, 0, 16.0 * values / ceil.triad / 1e9, 0, 0);
+    row("reference", "axpy", n, p, 0, 0, 0, 0, 0, 12.0 * values / ceil.axpy / 1e9, 0, 0);
+    row("reference", "rmw", n, p, 0, 0, 0, 0, 0, 20.0 * values / ceil.rmw / 1e9, 0, 0);
     if (root)
       std::printf(
-          "\nn = %lld values (%s per buffer); copy kernel %.1f GB/s (reads and writes 8 bytes per value)\n"
-          "%-9s %11s %9s %11s %9s %10s %4s %15s %15s\n",
-          static_cast<long long>(n), human(4.0 * n).c_str(), copy_gbs, "method", "compress ms", "comm ms",
-          "decode+apply", "step ms", "bytes/rank", "msgs", "compress GB/s", "apply GB/s");
+          "\nn = %lld values (%s per buffer); ceilings in GB/s, write-allocate counted: read two streams %.1f, "
+          "copy %.1f, triad %.1f, axpy %.1f, read-modify-write (3 streams) %.1f\n"
+          "%-9s %11s %9s %11s %9s %10s %4s %17s %17s\n",
+          static_cast<long long>(n), human(4.0 * values).c_str(), ceil.read, ceil.copy, ceil.triad, ceil.axpy, ceil.rmw,
+          "method", "compress ms", "comm ms", "decode+apply", "step ms", "bytes/rank", "msgs", "compress GB/s (%)",
+          "apply GB/s (%)");
     std::vector<Measured> results;
     for (const auto& method : c.methods) {
       Measured m = measure(c, method, n, g0, comm);
       bytes_ok = bytes_ok && m.bytes == m.planned_bytes;
       if (root)
-        std::printf("%-9s %11.3f %9.3f %11.3f %10.3f %10s %4llu %15s %15s%s\n", method.c_str(), 1e3 * m.compress_s,
+        std::printf("%-9s %11.3f %9.3f %11.3f %10.3f %10s %4llu %17s %17s%s\n", method.c_str(), 1e3 * m.compress_s,
                     1e3 * m.comm_s, 1e3 * m.apply_s, 1e3 * m.step_s, human(double(m.bytes)).c_str(),
                     static_cast<unsigned long long>(m.messages),
-                    bandwidth(m.touched.compress, m.compress_s, copy_gbs).c_str(),
-                    bandwidth(m.touched.apply, m.apply_s, copy_gbs).c_str(),
+                    phase_figure(m.touched.compress, m.compress_s, ceil).c_str(),
+                    phase_figure(m.touched.apply, m.apply_s, ceil).c_str(),
                     m.bytes == m.planned_bytes ? "" : "  BYTES DIFFER FROM docs/methods.md");
       row("measured", method, n, p, 0, 0, m.compress_s, m.comm_s, m.apply_s, m.step_s, double(m.bytes),
-          double(m.messages), m.touched.compress, m.touched.apply, copy_gbs);
+          double(m.messages), m.touched);
       results.push_back(std::move(m));
     }
-    if (c.full_sort) {
-      for (const auto& m : results) {
-        if (m.method != "topk") continue;
-        const double sort_s = slowest(comm, full_sort_seconds(g0, c.repeats));
-        row("reference", "fullsort", n, p, 0, 0, sort_s, 0, 0, sort_s, 0, 0, 0, 0, copy_gbs);
-        if (root)
-          std::printf("topk compression %.3f ms vs full sort of |g| (std::sort) %.3f ms: %.1fx faster\n",
-                      1e3 * m.compress_s, 1e3 * sort_s, sort_s / m.compress_s);
-      }
+    if (root) std::printf("(%%: the time the phase's passes would take at the ceilings of their access patterns)\n");
+    for (const auto& m : results) {
+      if (m.method != "topk") continue;
+      const Index k = std::max<Index>(1, std::min<Index>(n, std::llround(c.exchange.topk.ratio * values)));
+      const SelectionTimes sel = selection_seconds(g0, k, c.repeats, c.full_sort);
+      const double nth_s = slowest(comm, sel.nth_element_s);
+      row("reference", "nth_element", n, p, 0, 0, nth_s, 0, 0, nth_s, 0, 0);
+      if (root)
+        std::printf("topk compression %.3f ms vs std::nth_element of the k = %lld largest |g| %.3f ms: %.1fx faster\n",
+                    1e3 * m.compress_s, static_cast<long long>(k), 1e3 * nth_s, nth_s / m.compress_s);
+      if (!c.full_sort) continue;
+      const double sort_s = slowest(comm, sel.full_sort_s);
+      row("reference", "fullsort", n, p, 0, 0, sort_s, 0, 0, sort_s, 0, 0);
+      if (root)
+        std::printf("topk compression %.3f ms vs full sort of |g| (std::sort) %.3f ms: %.1fx faster\n",
+                    1e3 * m.compress_s, 1e3 * sort_s, sort_s / m.compress_s);
     }
     if (!c.project) continue;
     std::vector<int> ps;
@@ -264,7 +371,7 @@ int run(int argc, char** argv, const Communicator& comm) {
           if (root && (q == 2 || q == 16 || q == 128 || q == 1024 || q == c.max_ranks))
             std::printf(" %10.3f", 1e3 * step);
           row("projected", m.method, n, q, link.gbit_per_s(), link.alpha_s * 1e6, m.compress_s, comm_s, apply, step,
-              double(m.bytes), double(m.messages), 0, 0, copy_gbs);
+              double(m.bytes), double(m.messages));
         }
         if (root) std::printf("\n");
       }

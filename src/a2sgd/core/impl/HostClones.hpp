@@ -16,3 +16,38 @@
 #else
 #define A2SGD_HOST_CLONES [[maybe_unused]]
 #endif
+
+#include <a2sgd/core/Types.hpp>
+
+namespace a2sgd::impl {
+
+/// f(i) for i in [begin, end) as one SIMD loop compiled per ISA. Only for element-wise functors:
+/// f(i) reads and writes entry i of its views alone (the loop is declared free of dependencies).
+// The functor is taken by value: a local copy's fields (scalars, view pointers) cannot alias the
+// stores, so the compiler may keep them in registers.
+template <class Functor>
+A2SGD_HOST_CLONES void simd_block(const Functor f, Index begin, Index end) {
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+  for (Index i = begin; i < end; ++i) f(i);
+}
+
+/// An element-wise Kokkos parallel_for over [begin, end): on a host backend one work item is a
+/// block of 4096 entries run by simd_block (so AVX2/AVX-512 clones apply to code that the baseline
+/// build compiles for SSE2 only); on a device one work item per entry.
+template <class Functor>
+void simd_parallel_for(const std::string& label, const ExecutionSpace& exec, Index begin, Index end, const Functor& f) {
+  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
+  if constexpr (Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible) {
+    constexpr Index block = 4096;
+    Kokkos::parallel_for(label, Policy(exec, 0, (end - begin + block - 1) / block), [=](Index b) {
+      const Index first = begin + b * block;
+      simd_block(f, first, first + block < end ? first + block : end);
+    });
+  } else {
+    Kokkos::parallel_for(label, Policy(exec, begin, end), f);
+  }
+}
+
+}  // namespace a2sgd::impl
