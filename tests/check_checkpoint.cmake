@@ -11,7 +11,8 @@
 #   invalid - loading a checkpoint of another model, compressor, optimizer or batch size (unless
 #             --resume-override allows it), a truncated file, a non-HDF5 file and a file with a
 #             damaged byte: exit code 2, a message naming the problem, the file unchanged;
-#             a2sgd-checkpoint verify passes the good file and names the damaged dataset.
+#             a2sgd-checkpoint verify passes the good file and names the damaged dataset;
+#             a2sgd-checkpoint bench completes.
 #   diskfull - checkpoints on a small tmpfs (skipped where mounting is not allowed): the write that
 #             no longer fits exits 74 on every rank naming the file and the system's reason, leaves
 #             no temporary file and the previous checkpoint sound; --resume auto on the full disk
@@ -237,6 +238,14 @@ elseif(MODE STREQUAL "invalid")
     message(FATAL_ERROR "a damaged checkpoint was not refused:\n${last_err}")
   endif()
   message(STATUS "verify and resume refuse a damaged byte: ${err}")
+  # The I/O benchmark writes a checkpoint without per-rank values and reads it back cold.
+  file(MAKE_DIRECTORY ${work}/bench)
+  execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${CKPT} bench --params 100000 --repeats 1 --dir
+                          ${work}/bench RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "read  0.001 GB: checkpoint restart .* reads are cold")
+    message(FATAL_ERROR "a2sgd-checkpoint bench: exit ${rc}\n${out}${err}")
+  endif()
+  message(STATUS "a2sgd-checkpoint bench:\n${out}")
 elseif(MODE STREQUAL "diskfull")
   set(disk ${work}/disk)
   file(MAKE_DIRECTORY ${disk})

@@ -333,7 +333,8 @@ void read_named_values(hid_t f, const char* name, std::vector<std::pair<std::str
     names.push_back(all_names.substr(start, end - start));
     start = end + 1;
   }
-  if (names.size() != dims[1])
+  // No values are written as one unused column (named_row), since HDF5 rows need a width.
+  if (names.size() != dims[1] && !(names.empty() && dims[1] == 1))
     throw Error(path + ": dataset " + name + " has " + std::to_string(dims[1]) + " columns but names " +
                 std::to_string(names.size()) + " values");
   std::vector<double> all(dims[0] * dims[1]);
