@@ -27,7 +27,7 @@ function(expect code pattern)
   set(last_out "${out}" PARENT_SCOPE)
 endfunction()
 
-expect(0 "topk compression .* faster" --sizes 4K,100003 --repeats 2 --project --max-ranks 64
+expect(0 "topk compression .* faster.*mlp 784-256-256-10, batch 64: .* the GEMMs are [0-9]+% of the step" --sizes 4K,100003 --repeats 2 --project --max-ranks 64
        --links 10,100:1.5 --csv ${work}/bench.csv)
 message("${last_out}")
 file(STRINGS ${work}/bench.csv rows)
@@ -90,6 +90,7 @@ expect(2 "link \"fast\"" --links fast)
 expect(2 "--max-ranks: must be a power of 2" --max-ranks 100)
 expect(2 "unknown all-reduce model \"tree\"" --allreduce-model tree)
 expect(2 "--repeats: must be >= 1" --repeats 0)
+expect(2 "--mlp-batch -1: must be in \\[0, 1048576\\]" --mlp-batch -1)
 expect(2 "--csv /nonexistent/dir/x.csv: cannot open" --sizes 1K --csv /nonexistent/dir/x.csv)
 expect(2 "unrecognised option|unrecognized option" --no-such-option)
 expect(0 "usage: mpiexec -n P a2sgd-bench" --help)

@@ -82,6 +82,8 @@ ParseOutcome parse_options(int argc, char** argv, BenchConfig& c, std::string& h
       "compute-ms", po::value(&compute_ms)->default_value(compute_ms),
       "projection: forward/backward milliseconds per step to add (e.g. a2sgd-train's compute)")(
       "no-sort", po::bool_switch(&no_sort), "skip the full-sort reference next to Top-K")(
+      "mlp-batch", po::value(&c.mlp_batch)->default_value(c.mlp_batch),
+      "rows of the Fashion-MNIST MLP's forward/backward timed against its GEMMs alone (0: skip)")(
       "topk-ratio", po::value(&topk_ratio)->default_value(topk_ratio), "topk: fraction of entries sent")(
       "randomk-ratio", po::value(&randomk_ratio)->default_value(randomk_ratio), "randomk: fraction of entries sent")(
       "qsgd-levels", po::value(&qsgd_levels)->default_value(qsgd_levels), "qsgd: levels s")(
@@ -120,6 +122,8 @@ ParseOutcome parse_options(int argc, char** argv, BenchConfig& c, std::string& h
   if (!(compute_ms >= 0)) throw InvalidArgument("--compute-ms: must be >= 0");
   c.compute_s = compute_ms * 1e-3;
   c.full_sort = !no_sort;
+  if (c.mlp_batch < 0 || c.mlp_batch > (Index(1) << 20))
+    throw InvalidArgument("--mlp-batch " + std::to_string(c.mlp_batch) + ": must be in [0, 1048576]");
   if (!(topk_ratio > 0 && topk_ratio <= 1)) throw InvalidArgument("--topk-ratio: must be in (0, 1]");
   if (!(randomk_ratio > 0 && randomk_ratio <= 1)) throw InvalidArgument("--randomk-ratio: must be in (0, 1]");
   if (qsgd_levels < 1 || qsgd_levels >= (1 << 24)) throw InvalidArgument("--qsgd-levels: must be in [1, 16777215]");

@@ -21,6 +21,7 @@ struct BenchConfig {
   AllreduceModel allreduce_model = AllreduceModel::best;
   double compute_s = 0.0;  ///< projection: forward/backward time per step to add
   bool full_sort = true;   ///< time a full sort of the gradient next to Top-K
+  Index mlp_batch = 64;    ///< rows of the MLP compute reference (0: skip it)
   std::uint64_t seed = 1;
   ExchangeConfig exchange;  ///< per-method options (layout is set per size)
 };

@@ -14,6 +14,8 @@
 #include <a2sgd/a2sgd.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 
+#include <a2sgd/core/impl/Gemm.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -232,6 +234,70 @@ std::string human(double bytes) {
   return buf;
 }
 
+// The Fashion-MNIST MLP's forward and backward pass (784-256-256-10, as a2sgd-train builds it) on
+// `batch` random rows, against its eight GEMMs alone on buffers of the same shapes and with the
+// same transpositions (per layer: forward y = x W^T, weight gradient dW = dy^T x, input gradient
+// dx = dy W except for the first layer): what bias, activation, softmax and batch handling add.
+struct MlpCompute {
+  double step_s = 0.0;
+  double gemm_s = 0.0;
+  double flops = 0.0;
+};
+
+MlpCompute mlp_compute(const Communicator& comm, Index batch, int warmup, int repeats) {
+  const ExecutionSpace exec;
+  nn::MlpConfig config;
+  ParameterStore store;
+  nn::Mlp mlp(config, store);
+  store.allocate();
+  mlp.initialize(store.params(), 1);
+  mlp.reserve(batch);
+  Matrix x("a2sgd::bench::mlp_x", static_cast<std::size_t>(batch), static_cast<std::size_t>(config.inputs));
+  LabelView labels("a2sgd::bench::mlp_labels", static_cast<std::size_t>(batch));
+  {
+    auto hx = Kokkos::create_mirror_view(x);
+    auto hl = Kokkos::create_mirror_view(labels);
+    Rng rng(7);
+    for (Index r = 0; r < batch; ++r) {
+      hl(r) = static_cast<int>(rng.below(static_cast<std::uint64_t>(config.classes)));
+      for (Index c = 0; c < config.inputs; ++c) hx(r, c) = static_cast<float>(rng.uniform());
+    }
+    Kokkos::deep_copy(x, hx);
+    Kokkos::deep_copy(labels, hl);
+  }
+  MlpCompute m;
+  m.step_s = time_kernel(comm, warmup, repeats, [&] {
+    mlp.forward_backward(exec, store.params(), store.grads(), x, labels);
+    exec.fence();
+  });
+  std::vector<Index> widths{config.inputs};
+  for (Index h : config.hidden) widths.push_back(h);
+  widths.push_back(config.classes);
+  struct Layer {
+    Matrix in, w, out, dw, din;
+  };
+  std::vector<Layer> layers;
+  const auto rows = static_cast<std::size_t>(batch);
+  for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
+    const auto i = static_cast<std::size_t>(widths[l]), o = static_cast<std::size_t>(widths[l + 1]);
+    layers.push_back({Matrix("in", rows, i), Matrix("w", o, i), Matrix("out", rows, o), Matrix("dw", o, i),
+                      l == 0 ? Matrix() : Matrix("din", rows, i)});
+    Kokkos::deep_copy(layers.back().in, 0.5f);
+    Kokkos::deep_copy(layers.back().w, 0.01f);
+    Kokkos::deep_copy(layers.back().out, 0.25f);
+    m.flops += 2.0 * double(rows) * double(i) * double(o) * (l == 0 ? 2.0 : 3.0);
+  }
+  m.gemm_s = time_kernel(comm, warmup, repeats, [&] {
+    for (auto& L : layers) detail::gemm(exec, "N", "T", 1.0f, L.in, L.w, 1.0f, L.out);
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      detail::gemm(exec, "T", "N", 1.0f, it->out, it->in, 0.0f, it->dw);
+      if (it->din.extent(0) > 0) detail::gemm(exec, "N", "N", 1.0f, it->out, it->w, 0.0f, it->din);
+    }
+    exec.fence();
+  });
+  return m;
+}
+
 // "GB/s (% of the matching ceilings)" of one phase.
 std::string phase_figure(const PhaseTraffic& phase, double seconds, const Ceilings& ceil) {
   if (phase.passes.empty() || seconds <= 0) return "           -";
@@ -376,6 +442,17 @@ int run(int argc, char** argv, const Communicator& comm) {
         if (root) std::printf("\n");
       }
     }
+  }
+  if (c.mlp_batch > 0) {
+    const MlpCompute mc = mlp_compute(comm, c.mlp_batch, c.warmup, c.repeats);
+    row("reference", "mlp_step", c.mlp_batch, p, 0, 0, 0, 0, 0, mc.step_s, 0, 0);
+    row("reference", "mlp_gemms", c.mlp_batch, p, 0, 0, 0, 0, 0, mc.gemm_s, 0, 0);
+    if (root)
+      std::printf(
+          "\nmlp 784-256-256-10, batch %lld: forward+backward %.3f ms; its 8 GEMMs alone %.3f ms (%.1f GFLOP/s): "
+          "the GEMMs are %.0f%% of the step\n",
+          static_cast<long long>(c.mlp_batch), 1e3 * mc.step_s, 1e3 * mc.gemm_s, mc.flops / mc.gemm_s / 1e9,
+          100.0 * mc.gemm_s / mc.step_s);
   }
   if (csv.is_open()) {
     csv.close();
