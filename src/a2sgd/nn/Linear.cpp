@@ -1,5 +1,6 @@
 #include <a2sgd/nn/Linear.hpp>
 
+#include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/impl/Gemm.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 
@@ -18,22 +19,28 @@ void broadcast_bias(const ExecutionSpace& exec, const Matrix& y, const FloatView
       KOKKOS_LAMBDA(Index r, Index c) { y(r, c) = bias(c); });
 }
 
+// Element-wise over the matrices' contiguous storage (their rows are the leading rows of
+// LayoutRight buffers): selects instead of conditional stores, one SIMD loop compiled per ISA on
+// host backends (core/impl/HostClones.hpp). NaN stays NaN in relu (NaN < 0 is false) and clears
+// the gradient in relu_mask (NaN > 0 is false), as the conditional forms did.
 void relu(const ExecutionSpace& exec, const Matrix& y) {
-  Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::nn::relu"),
-      Policy2(exec, {0, 0}, {static_cast<Index>(y.extent(0)), static_cast<Index>(y.extent(1))}),
-      KOKKOS_LAMBDA(Index r, Index c) {
-        if (y(r, c) < 0.0f) y(r, c) = 0.0f;
+  if (!y.span_is_contiguous()) throw Error("relu: the activations are not contiguous");
+  float* v = y.data();
+  impl::simd_parallel_for(
+      A2SGD_LABEL("a2sgd::nn::relu"), exec, 0, static_cast<Index>(y.size()), KOKKOS_LAMBDA(Index i) {
+        const float a = v[i];
+        v[i] = a < 0.0f ? 0.0f : a;
       });
 }
 
 void relu_mask(const ExecutionSpace& exec, const Matrix& dx, const ConstMatrix& x) {
-  Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::nn::relu_backward"),
-      Policy2(exec, {0, 0}, {static_cast<Index>(dx.extent(0)), static_cast<Index>(dx.extent(1))}),
-      KOKKOS_LAMBDA(Index r, Index c) {
-        if (!(x(r, c) > 0.0f)) dx(r, c) = 0.0f;
-      });
+  if (!dx.span_is_contiguous() || !x.span_is_contiguous() || dx.size() != x.size())
+    throw Error("relu_mask: the gradients and activations are not contiguous matrices of one shape");
+  float* d = dx.data();
+  const float* a = x.data();
+  impl::simd_parallel_for(
+      A2SGD_LABEL("a2sgd::nn::relu_backward"), exec, 0, static_cast<Index>(dx.size()),
+      KOKKOS_LAMBDA(Index i) { d[i] = a[i] > 0.0f ? d[i] : 0.0f; });
 }
 
 }  // namespace
