@@ -44,11 +44,12 @@ struct KernelTraffic {
 
 /// Bandwidths of the reference kernels, bytes counted as in Pass (GB/s, 1e9 bytes per second).
 struct Ceilings {
-  double read = 0.0;   ///< sum of a[i] + b[i]: 8 bytes per value
-  double copy = 0.0;   ///< b[i] = a[i]: 12 bytes per value (4 read, 4 written, 4 write-allocate)
-  double triad = 0.0;  ///< a[i] = b[i] + s c[i]: 16 bytes per value
-  double axpy = 0.0;   ///< x[i] += s u[i]: 12 bytes per value
-  double rmw = 0.0;    ///< A2SGD's apply pattern (read g, e, x; write e, x): 20 bytes per value
+  double read = 0.0;      ///< sum of a[i] + b[i]: 8 bytes per value
+  double read_one = 0.0;  ///< sum of a[i]: 4 bytes per value (one stream; printed, not a pattern)
+  double copy = 0.0;      ///< b[i] = a[i]: 12 bytes per value (4 read, 4 written, 4 write-allocate)
+  double triad = 0.0;     ///< a[i] = b[i] + s c[i]: 16 bytes per value
+  double axpy = 0.0;      ///< x[i] += s u[i]: 12 bytes per value
+  double rmw = 0.0;       ///< A2SGD's apply pattern (read g, e, x; write e, x): 20 bytes per value
 
   double for_access(Access a) const {
     switch (a) {

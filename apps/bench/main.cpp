@@ -84,29 +84,32 @@ constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos:
 // The read-only ceiling: sum a[i] + b[i] over a block, with 32 independent float accumulators
 // (two to eight vector registers, so no single add chain bounds the loop) in a function compiled
 // per ISA like the library's kernels (impl/HostClones.hpp): bound by loads alone.
+// Two is false for the one-stream variant (the plain two-means pass reads g alone).
+template <bool Two>
 A2SGD_HOST_CLONES float read_block(const float* a, const float* b, Index count) {
   constexpr int lanes = 32;
   float acc[lanes] = {};
   Index i = 0;
   for (; i + lanes <= count; i += lanes)
-    for (int k = 0; k < lanes; ++k) acc[k] += a[i + k] + b[i + k];
+    for (int k = 0; k < lanes; ++k) acc[k] += Two ? a[i + k] + b[i + k] : a[i + k];
   float s = 0.0f;
-  for (; i < count; ++i) s += a[i] + b[i];
+  for (; i < count; ++i) s += Two ? a[i] + b[i] : a[i];
   for (int k = 0; k < lanes; ++k) s += acc[k];
   return s;
 }
 
 // Work item: a block on a host backend, an entry on a device.
-struct ReadTwoStreams {
+template <bool Two>
+struct ReadStreams {
   static constexpr Index block = 4096;
   ConstFloatView a, b;
   Index n;
   KOKKOS_INLINE_FUNCTION void operator()(Index item, double& sum) const {
     if constexpr (host_backend) {
       const Index begin = item * block;
-      sum += read_block(a.data() + begin, b.data() + begin, begin + block < n ? block : n - begin);
+      sum += read_block<Two>(a.data() + begin, b.data() + begin, begin + block < n ? block : n - begin);
     } else {
-      sum += a(item) + b(item);
+      sum += Two ? a(item) + b(item) : a(item);
     }
   }
 };
@@ -121,13 +124,16 @@ Ceilings measure_ceilings(const Communicator& comm, Index n, int warmup, int rep
   const double values = static_cast<double>(n);
   Ceilings ceil;
   double sink = 0.0;
-  const Index items = host_backend ? (n + ReadTwoStreams::block - 1) / ReadTwoStreams::block : n;
-  ceil.read = 8.0 * values / 1e9 / time_kernel(comm, warmup, repeats, [&] {
-                double sum = 0.0;
-                Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::bench::ceiling_read"), Policy(exec, 0, items),
-                                        ReadTwoStreams{a, b, n}, sum);
-                sink += sum;
-              });
+  const Index items = host_backend ? (n + ReadStreams<true>::block - 1) / ReadStreams<true>::block : n;
+  auto read_gbs = [&](auto functor, double bytes_per_value) {
+    return bytes_per_value * values / 1e9 / time_kernel(comm, warmup, repeats, [&] {
+             double sum = 0.0;
+             Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::bench::ceiling_read"), Policy(exec, 0, items), functor, sum);
+             sink += sum;
+           });
+  };
+  ceil.read = read_gbs(ReadStreams<true>{a, b, n}, 8.0);
+  ceil.read_one = read_gbs(ReadStreams<false>{a, b, n}, 4.0);
   // The element-wise ceilings run through the library's SIMD loop (per-ISA clones on a host backend),
   // as A2SGD's apply does.
   auto elementwise_gbs = [&](double bytes_per_value, const std::string& label, const auto& kernel) {
@@ -397,6 +403,26 @@ int run(int argc, char** argv, const Communicator& comm) {
       results.push_back(std::move(m));
     }
     if (root) std::printf("(%%: the time the phase's passes would take at the ceilings of their access patterns)\n");
+    {
+      // The two-means pass alone (A2SGD's compress phase), with error feedback (reads g and e)
+      // and plain (reads g), against the read ceilings of the same number of streams.
+      FloatView e("a2sgd::bench::residual", static_cast<std::size_t>(n));
+      Kokkos::deep_copy(e, 1e-3f);
+      const ExecutionSpace exec;
+      double sink = 0.0;
+      const double ef_s = time_kernel(comm, c.warmup, c.repeats, [&] { sink += two_means(exec, g0, e).sum_pos; });
+      const double plain_s =
+          time_kernel(comm, c.warmup, c.repeats, [&] { sink += two_means(exec, g0, ConstFloatView()).sum_pos; });
+      const double ef_gbs = 8.0 * values / ef_s / 1e9, plain_gbs = 4.0 * values / plain_s / 1e9;
+      row("reference", "two_means_ef", n, p, 0, 0, ef_s, 0, 0, ef_s, 0, 0);
+      row("reference", "two_means_plain", n, p, 0, 0, plain_s, 0, 0, plain_s, 0, 0);
+      if (root)
+        std::printf(
+            "two-means pass: with error feedback %.1f GB/s (%.0f%% of the two-stream read ceiling), plain %.1f GB/s "
+            "(%.0f%% of the one-stream read ceiling, %.1f GB/s)%s\n",
+            ef_gbs, 100.0 * ef_gbs / ceil.read, plain_gbs, 100.0 * plain_gbs / ceil.read_one, ceil.read_one,
+            std::isfinite(sink) ? "" : " (non-finite sums)");
+    }
     for (const auto& m : results) {
       if (m.method != "topk") continue;
       const Index k = std::max<Index>(1, std::min<Index>(n, std::llround(c.exchange.topk.ratio * values)));
