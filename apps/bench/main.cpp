@@ -79,8 +79,6 @@ double time_kernel(const Communicator& comm, int warmup, int repeats, Kernel&& k
   return slowest(comm, median(t));
 }
 
-constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
-
 // The read-only ceiling: sum a[i] + b[i] over a block, with 32 independent float accumulators
 // (two to eight vector registers, so no single add chain bounds the loop) in a function compiled
 // per ISA like the library's kernels (impl/HostClones.hpp): bound by loads alone.

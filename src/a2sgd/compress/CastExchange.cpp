@@ -86,8 +86,6 @@ A2SGD_HOST_CLONES void convert_block(const From* in, To* out, Index count) {
   }
 }
 
-constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
-
 // float -> 16 bits and back, one entry per work item on a device, one block on a host backend.
 template <HalfFormat F>
 KOKKOS_INLINE_FUNCTION std::uint16_t convert(float v) {

@@ -1,7 +1,7 @@
 #include <a2sgd/compress/TwoMeans.hpp>
-#include <a2sgd/core/impl/HostClones.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/Math.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 
 #include <cmath>
 
@@ -113,7 +113,6 @@ TwoMeansResult run(const ExecutionSpace& exec, const ConstFloatView& g, const Co
   const auto n = static_cast<Index>(g.extent(0));
   TwoMeansResult r;
   if (n == 0) return r;
-  constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
   if constexpr (host_backend) {
     using Blocked = TwoMeansBlocked<ErrorFeedback>;
     Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::two_means"),

@@ -55,4 +55,8 @@ struct NamedView {
 /// True when the host can dereference a2sgd's device views (no staging copy needed for MPI).
 inline constexpr bool host_accessible_memory = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
 
+/// True when ExecutionSpace runs on the host (Serial, OpenMP, Threads): kernels then take blocks
+/// per work item and the per-ISA host loops of core/impl/HostClones.hpp.
+inline constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
+
 }  // namespace a2sgd

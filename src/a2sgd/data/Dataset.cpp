@@ -16,7 +16,6 @@ void gather_batch(const ExecutionSpace& exec, const Dataset& data, const IndexVi
   // One team per row, its threads over the features: consecutive threads copy consecutive
   // values (coalesced on a GPU); host teams are one thread copying a contiguous row.
   using Team = Kokkos::TeamPolicy<ExecutionSpace>;
-  constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
   if (batch == 0) return;
   Kokkos::parallel_for(
       A2SGD_LABEL("a2sgd::data::gather_batch"), Team(exec, static_cast<int>(batch), host_backend ? 1 : 128),

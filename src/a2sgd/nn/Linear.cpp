@@ -93,7 +93,7 @@ void column_sums_on(const ExecutionSpace& exec, const ConstMatrix& dy, const Flo
 
 void column_sums(const ExecutionSpace& exec, const ConstMatrix& dy, const FloatView& out) {
   if (dy.extent(1) == 0) return;
-  column_sums_on<Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible>(exec, dy, out);
+  column_sums_on<host_backend>(exec, dy, out);
 }
 
 void linear_forward(const ExecutionSpace& exec, const ConstMatrix& x, const MatrixView& weight, const FloatView& bias,

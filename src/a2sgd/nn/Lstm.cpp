@@ -114,8 +114,6 @@ void cell_backward(const ExecutionSpace& exec, Index t, Index columns, const Con
   }
 }
 
-constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
-
 }  // namespace
 
 void lstm_forward(const ExecutionSpace& exec, Index columns, const ConstMatrix& x, const LstmWeights& w,

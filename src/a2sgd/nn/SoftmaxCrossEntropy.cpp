@@ -144,8 +144,7 @@ LossResult softmax_cross_entropy(const ExecutionSpace& exec, const ConstMatrix& 
   LossResult r;
   r.count = static_cast<std::int64_t>(logits.extent(0));
   if (r.count == 0) return r;
-  run<Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible>(exec, logits, labels, dlogits,
-                                                                                 grad_scale, r);
+  run<host_backend>(exec, logits, labels, dlogits, grad_scale, r);
   return r;
 }
 

@@ -1,9 +1,9 @@
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
-#include <a2sgd/core/impl/HostClones.hpp>
 #include <a2sgd/compress/impl/TopkSelect.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/Math.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -17,8 +17,6 @@ using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 using Team = Kokkos::TeamPolicy<ExecutionSpace>;
 using Member = Team::member_type;
 using Bins = Kokkos::View<int*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
-constexpr bool host_backend = Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible;
 
 // The three digits of a 31-bit magnitude pattern: its bits [shift, shift + log2 bins); a pass
 // counts the entries whose bits above `match` equal the digits found so far.

@@ -39,7 +39,7 @@ A2SGD_HOST_CLONES void simd_block(const Functor f, Index begin, Index end) {
 template <class Functor>
 void simd_parallel_for(const std::string& label, const ExecutionSpace& exec, Index begin, Index end, const Functor& f) {
   using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
-  if constexpr (Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible) {
+  if constexpr (host_backend) {
     constexpr Index block = 4096;
     Kokkos::parallel_for(label, Policy(exec, 0, (end - begin + block - 1) / block), [=](Index b) {
       const Index first = begin + b * block;

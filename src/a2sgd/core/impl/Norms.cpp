@@ -34,7 +34,7 @@ template <bool Square>
 void norm(const ExecutionSpace& exec, const std::string& label, const ConstFloatView& x,
           const Kokkos::View<double, MemorySpace>& total) {
   const auto n = static_cast<Index>(x.extent(0));
-  if constexpr (Kokkos::SpaceAccessibility<ExecutionSpace, Kokkos::HostSpace>::accessible) {
+  if constexpr (host_backend) {
     Kokkos::parallel_reduce(
         label, Policy(exec, 0, (n + block - 1) / block),
         [=](Index b, double& s) {
