@@ -1,6 +1,7 @@
 #include "TestingCatch.hpp"
 
 #include <a2sgd/compress/TwoMeans.hpp>
+#include <a2sgd/compress/impl/TwoMeansKernels.hpp>
 #include <a2sgd/core/Error.hpp>
 
 #include <cmath>
@@ -23,6 +24,20 @@ using namespace a2sgd;
 using namespace a2sgd::testing;
 
 namespace {
+
+using compress::impl::TwoMeansKernel;
+
+// Every host kernel this build and CPU can run; each test below runs once per kernel, since the
+// default picks one of them and the others would go unchecked.
+std::vector<TwoMeansKernel> host_kernels() {
+  std::vector<TwoMeansKernel> kernels{TwoMeansKernel::portable};
+  if (compress::impl::two_means_avx512_available()) kernels.push_back(TwoMeansKernel::avx512);
+  return kernels;
+}
+
+const char* kernel_name(TwoMeansKernel kernel) {
+  return kernel == TwoMeansKernel::avx512 ? "avx512" : "portable";
+}
 
 // Plain host reference: a = g + e in float (as the kernel does), sums in double.
 TwoMeansResult reference(const std::vector<float>& g, const std::vector<float>& e) {
@@ -69,8 +84,13 @@ void check_matches(const TwoMeansResult& got, const TwoMeansResult& want, std::s
 }  // namespace
 
 TEST_CASE("two_means matches a host reference on random data of awkward sizes", "[two_means]") {
-  // Sizes around the kernel's lane (8) and block (4096) granularity, and primes.
-  for (std::size_t n : {1u, 2u, 7u, 8u, 9u, 63u, 4095u, 4096u, 4097u, 12289u, 100003u, 1000003u}) {
+  const auto kernel = GENERATE(from_range(host_kernels()));
+  INFO("kernel " << kernel_name(kernel));
+  const auto two_means = [kernel](const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e) {
+    return compress::impl::two_means(exec, g, e, kernel);
+  };
+  // Sizes around the kernels' lane (8), iteration (32) and block (4096) granularity, and primes.
+  for (std::size_t n : {1u, 2u, 7u, 8u, 9u, 31u, 32u, 33u, 63u, 4095u, 4096u, 4097u, 12289u, 100003u, 1000003u}) {
     INFO("n = " << n);
     const auto g = random_values(n, 1 + static_cast<unsigned>(n), 0.05f);
     const auto e = random_values(n, 7 + static_cast<unsigned>(n), 0.05f);
@@ -81,6 +101,11 @@ TEST_CASE("two_means matches a host reference on random data of awkward sizes", 
 }
 
 TEST_CASE("two_means edge cases", "[two_means]") {
+  const auto kernel = GENERATE(from_range(host_kernels()));
+  INFO("kernel " << kernel_name(kernel));
+  const auto two_means = [kernel](const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e) {
+    return compress::impl::two_means(exec, g, e, kernel);
+  };
   const ExecutionSpace exec;
   SECTION("all positive: the negative mean is 0 with count 0") {
     const std::vector<float> g(1001, 0.5f), e(1001, 0.25f);
@@ -132,11 +157,38 @@ TEST_CASE("two_means edge cases", "[two_means]") {
     e[5000] = -inf;
     CHECK(two_means(exec, to_device(g), to_device(e)).non_finite == 4);
     CHECK(two_means(exec, to_device({nan}), ConstFloatView()).non_finite == 1);
+    // A lone NaN among finite values, with no infinity to make a sum non-finite, at the start
+    // and the middle of a vector iteration and in a block's tail.
+    for (std::size_t at : {std::size_t(0), std::size_t(4096 + 45), std::size_t(8999)}) {
+      INFO("NaN at " << at);
+      std::vector<float> h = random_values(9000, 4);
+      h[at] = nan;
+      CHECK(two_means(exec, to_device(h), ConstFloatView()).non_finite == 1);
+      CHECK(two_means(exec, to_device(h), to_device(std::vector<float>(h.size(), 0.5f))).non_finite == 1);
+    }
     CHECK(two_means(exec, to_device({-inf}), ConstFloatView()).non_finite == 1);
   }
   SECTION("mismatched lengths are an error") {
     CHECK_THROWS_AS(two_means(exec, FloatView("g", 10), FloatView("e", 9)), InvalidArgument);
   }
+}
+
+TEST_CASE("two_means runs the AVX-512 kernel where it is available, and only there", "[two_means]") {
+  const ExecutionSpace exec;
+  const auto g = random_values(50001, 11), e = random_values(50001, 12);
+  if (!compress::impl::two_means_avx512_available()) {
+    CHECK_THROWS_AS(compress::impl::two_means(exec, to_device(g), to_device(e), TwoMeansKernel::avx512),
+                    InvalidArgument);
+    WARN("no AVX-512 kernel in this build or on this CPU: the portable kernel alone is tested");
+    return;
+  }
+  // The same additions in the same order: bit-for-bit the same sums as the explicit choice.
+  const auto chosen = two_means(exec, to_device(g), to_device(e));
+  const auto avx512 = compress::impl::two_means(exec, to_device(g), to_device(e), TwoMeansKernel::avx512);
+  CHECK(chosen.sum_pos == avx512.sum_pos);
+  CHECK(chosen.sum_neg == avx512.sum_neg);
+  CHECK(chosen.count_pos == avx512.count_pos);
+  CHECK(chosen.count_neg == avx512.count_neg);
 }
 
 namespace {
@@ -190,6 +242,8 @@ void check_contract(const TwoMeansResult& got, const LongDoubleSums& want, std::
 TEST_CASE("two_means keeps the double-precision accuracy contract on adversarial data", "[two_means]") {
   const ExecutionSpace exec;
   SECTION("a few huge values among a million tiny ones: the tiny ones still count") {
+    const auto kernel = GENERATE(from_range(host_kernels()));
+    INFO("kernel " << kernel_name(kernel));
     // Summed in float, 1 + 2^-30 is 1: the tiny values (2^-30 each, 1e-3 of the total together)
     // would vanish, 10^7 times the double bound.
     const std::size_t n = 1000003;
@@ -199,14 +253,16 @@ TEST_CASE("two_means keeps the double-precision accuracy contract on adversarial
     for (std::size_t i : {std::size_t(0), std::size_t(4096 * 7 + 3), n - 1}) g[i] = 1.0f;
     for (std::size_t i : {std::size_t(5), std::size_t(300001)}) g[i] = -3.0f;
     const auto want = long_double_sums(g, e);
-    check_contract(two_means(exec, to_device(g), to_device(e)), want, n);
-    check_contract(two_means(exec, to_device(g), ConstFloatView()), want, n);
+    check_contract(compress::impl::two_means(exec, to_device(g), to_device(e), kernel), want, n);
+    check_contract(compress::impl::two_means(exec, to_device(g), ConstFloatView(), kernel), want, n);
   }
   SECTION("all-equal values: the sums are exact") {
+    const auto kernel = GENERATE(from_range(host_kernels()));
+    INFO("kernel " << kernel_name(kernel));
     // fl(0.1f + 0.2f) times up to 2^14 needs 38 bits: every partial sum is exact in double.
     const std::size_t n = 3 * 4096 + 5;
     const std::vector<float> g(n, 0.1f), e(n, 0.2f);
-    const auto r = two_means(exec, to_device(g), to_device(e));
+    const auto r = compress::impl::two_means(exec, to_device(g), to_device(e), kernel);
     CHECK(r.count_pos == static_cast<std::int64_t>(n));
     CHECK(static_cast<long double>(r.sum_pos) == long_double_sums(g, e).pos);
     CHECK(r.mean_pos() == static_cast<double>(0.1f + 0.2f));

@@ -63,8 +63,9 @@ ParseOutcome parse_options(int argc, char** argv, BenchConfig& c, std::string& h
   bool no_sort = false;
   po::options_description desc(
       "a2sgd-bench: per-method compress, communicate and decompress-and-apply times of one step on\n"
-      "gradients of the given sizes at the current number of ranks, against a copy kernel's\n"
-      "bandwidth measured in the same run; optionally projected to large p (docs/methods.md).\n\n"
+      "gradients of the given sizes at the current number of ranks, each kernel phase against the\n"
+      "memory ceilings of its access pattern measured in the same run (read, copy, triad, axpy,\n"
+      "read-modify-write); optionally projected to large p (docs/methods.md).\n\n"
       "usage: mpiexec -n P a2sgd-bench [options]\n\nOptions");
   std::string valid;
   for (const auto& m : exchange_methods()) valid += (valid.empty() ? "" : " | ") + m;
