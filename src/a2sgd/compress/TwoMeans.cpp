@@ -5,6 +5,7 @@
 #include <a2sgd/core/impl/HostClones.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 // The AVX-512 kernel: x86-64 host builds with GCC or Clang (function-level target attributes),
@@ -62,6 +63,11 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 // four merge-masked double accumulations into eight independent accumulators. The negative ones
 // are fused multiply-adds by 1.0 (exact product, one rounding: the same result as an add) so that
 // they issue to the multiply pipes while the positive adds use the add pipes.
+// The plain pass also prefetches two_means_prefetch_distance values ahead (8 KB, the next blocks
+// included). Measured with a2sgd-bench at 16M values on one rank, against read ceilings timed
+// alternately on the same buffer: the plain pass rose from about 77% to about 100% of the
+// one-stream ceiling; with error feedback, prefetching both streams lowered the pass from about 93%
+// to 89% of the two-stream ceiling, so that variant leaves prefetching to the hardware.
 // NaN: the positive mask is "not less or equal, unordered", so a NaN entry is added to the
 // positive sum and makes it NaN, which sends the caller to the non-finite count, as in the
 // portable loop (where NaN * 0 is NaN); +-Inf make a sum infinite.
@@ -72,6 +78,8 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+
+constexpr Index two_means_prefetch_distance = 2048;
 
 // Once per block: the eight lanes of an accumulator.
 [[maybe_unused]] __attribute__((target("avx512f"))) inline double lane_sum(__m512d v) {
@@ -93,6 +101,12 @@ template <bool ErrorFeedback>
   std::int64_t cp = 0, cn = 0;
   Index i = 0;
   for (; i + 32 <= count; i += 32) {
+    if constexpr (!ErrorFeedback) {
+      // Integer arithmetic: the address may lie past the end of g (a prefetch never faults).
+      const auto ahead = reinterpret_cast<std::uintptr_t>(g + i) + 4 * two_means_prefetch_distance;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
+    }
     for (int h = 0; h < 2; ++h) {
       __m512d lo, hi;
       __m512 a;
