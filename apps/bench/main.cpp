@@ -84,23 +84,25 @@ double time_kernel(const Communicator& comm, int warmup, int repeats, Kernel&& k
 // (two to eight vector registers, so no single add chain bounds the loop) in a function compiled
 // per ISA like the library's kernels (impl/HostClones.hpp): bound by loads alone.
 // Two is false for the one-stream variant (the plain two-means pass reads g alone). Prefetch adds
-// software prefetches 8 KB ahead, as the plain two-means pass does; the ceiling is the faster of
-// the two forms, so that a kernel's prefetching cannot beat a ceiling that lacks it.
-template <bool Two, bool Prefetch>
+// software prefetches 8 KB ahead like the two-means kernels (1: into all cache levels, as the
+// plain pass; 2: non-temporal, as the error-feedback pass); a ceiling is the fastest of its
+// three forms, so that a kernel's prefetching cannot beat a ceiling that lacks it.
+template <bool Two, int Prefetch>
 A2SGD_HOST_CLONES float read_block(const float* a, const float* b, Index count) {
   constexpr int lanes = 32;
+  constexpr int locality = Prefetch == 2 ? 0 : 3;
   float acc[lanes] = {};
   Index i = 0;
   for (; i + lanes <= count; i += lanes) {
-    if constexpr (Prefetch) {
+    if constexpr (Prefetch > 0) {
       // Integer arithmetic: the address may lie past the end of the buffer (a prefetch never faults).
       const auto ahead = reinterpret_cast<std::uintptr_t>(a + i) + 8192;
-      __builtin_prefetch(reinterpret_cast<const void*>(ahead));
-      __builtin_prefetch(reinterpret_cast<const void*>(ahead + 64));
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead), 0, locality);
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead + 64), 0, locality);
       if constexpr (Two) {
         const auto ahead_b = reinterpret_cast<std::uintptr_t>(b + i) + 8192;
-        __builtin_prefetch(reinterpret_cast<const void*>(ahead_b));
-        __builtin_prefetch(reinterpret_cast<const void*>(ahead_b + 64));
+        __builtin_prefetch(reinterpret_cast<const void*>(ahead_b), 0, locality);
+        __builtin_prefetch(reinterpret_cast<const void*>(ahead_b + 64), 0, locality);
       }
     }
     for (int k = 0; k < lanes; ++k) acc[k] += Two ? a[i + k] + b[i + k] : a[i + k];
@@ -112,7 +114,7 @@ A2SGD_HOST_CLONES float read_block(const float* a, const float* b, Index count) 
 }
 
 // Work item: a block on a host backend, an entry on a device.
-template <bool Two, bool Prefetch = false>
+template <bool Two, int Prefetch = 0>
 struct ReadStreams {
   static constexpr Index block = 4096;
   ConstFloatView a, b;
@@ -145,9 +147,10 @@ Ceilings measure_ceilings(const Communicator& comm, Index n, int warmup, int rep
              sink += sum;
            });
   };
-  ceil.read = std::max(read_gbs(ReadStreams<true>{a, b, n}, 8.0), read_gbs(ReadStreams<true, true>{a, b, n}, 8.0));
-  ceil.read_one =
-      std::max(read_gbs(ReadStreams<false>{a, b, n}, 4.0), read_gbs(ReadStreams<false, true>{a, b, n}, 4.0));
+  ceil.read = std::max({read_gbs(ReadStreams<true>{a, b, n}, 8.0), read_gbs(ReadStreams<true, 1>{a, b, n}, 8.0),
+                        read_gbs(ReadStreams<true, 2>{a, b, n}, 8.0)});
+  ceil.read_one = std::max({read_gbs(ReadStreams<false>{a, b, n}, 4.0), read_gbs(ReadStreams<false, 1>{a, b, n}, 4.0),
+                            read_gbs(ReadStreams<false, 2>{a, b, n}, 4.0)});
   // The element-wise ceilings run through the library's SIMD loop (per-ISA clones on a host backend),
   // as A2SGD's apply does.
   auto elementwise_gbs = [&](double bytes_per_value, const std::string& label, const auto& kernel) {
@@ -432,7 +435,7 @@ int run(int argc, char** argv, const Communicator& comm) {
         Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::bench::ceiling_read"), Policy(exec, 0, items), functor, sum);
         sink += sum;
       };
-      std::vector<double> t_read, t_read_pf, t_ef, t_read_one, t_read_one_pf, t_plain;
+      std::vector<double> t_read[3], t_ef, t_read_one[3], t_plain;
       comm.barrier();
       for (int r = 0; r < c.warmup + c.repeats; ++r) {
         auto timed = [&](std::vector<double>& t, auto&& kernel) {
@@ -440,16 +443,19 @@ int run(int argc, char** argv, const Communicator& comm) {
           kernel();
           if (r >= c.warmup) t.push_back(clock.seconds());
         };
-        timed(t_read, [&] { read(ReadStreams<true>{g0, e, n}); });
-        timed(t_read_pf, [&] { read(ReadStreams<true, true>{g0, e, n}); });
+        timed(t_read[0], [&] { read(ReadStreams<true, 0>{g0, e, n}); });
+        timed(t_read[1], [&] { read(ReadStreams<true, 1>{g0, e, n}); });
+        timed(t_read[2], [&] { read(ReadStreams<true, 2>{g0, e, n}); });
         timed(t_ef, [&] { sink += two_means(exec, g0, e).sum_pos; });
-        timed(t_read_one, [&] { read(ReadStreams<false>{g0, e, n}); });
-        timed(t_read_one_pf, [&] { read(ReadStreams<false, true>{g0, e, n}); });
+        timed(t_read_one[0], [&] { read(ReadStreams<false, 0>{g0, e, n}); });
+        timed(t_read_one[1], [&] { read(ReadStreams<false, 1>{g0, e, n}); });
+        timed(t_read_one[2], [&] { read(ReadStreams<false, 2>{g0, e, n}); });
         timed(t_plain, [&] { sink += two_means(exec, g0, ConstFloatView()).sum_pos; });
       }
-      // Each ceiling: the faster of its two forms (with and without software prefetch).
-      const double read_s = slowest(comm, std::min(median(t_read), median(t_read_pf)));
-      const double read_one_s = slowest(comm, std::min(median(t_read_one), median(t_read_one_pf)));
+      // Each ceiling: the fastest of its three forms (no, all-level and non-temporal prefetch).
+      const double read_s = slowest(comm, std::min({median(t_read[0]), median(t_read[1]), median(t_read[2])}));
+      const double read_one_s =
+          slowest(comm, std::min({median(t_read_one[0]), median(t_read_one[1]), median(t_read_one[2])}));
       const double ef_s = slowest(comm, median(t_ef)), plain_s = slowest(comm, median(t_plain));
       const double ef_gbs = 8.0 * values / ef_s / 1e9, plain_gbs = 4.0 * values / plain_s / 1e9;
       const double read_gbs = 8.0 * values / read_s / 1e9, read_one_gbs = 4.0 * values / read_one_s / 1e9;

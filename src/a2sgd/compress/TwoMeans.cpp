@@ -63,11 +63,13 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 // four merge-masked double accumulations into eight independent accumulators. The negative ones
 // are fused multiply-adds by 1.0 (exact product, one rounding: the same result as an add) so that
 // they issue to the multiply pipes while the positive adds use the add pipes.
-// The plain pass also prefetches two_means_prefetch_distance values ahead (8 KB, the next blocks
-// included). Measured with a2sgd-bench at 16M values on one rank, against read ceilings timed
-// alternately on the same buffer: the plain pass rose from about 77% to about 100% of the
-// one-stream ceiling; with error feedback, prefetching both streams lowered the pass from about 93%
-// to 89% of the two-stream ceiling, so that variant leaves prefetching to the hardware.
+// Both variants prefetch two_means_prefetch_distance values ahead (8 KB, into the next blocks):
+// the plain pass into all cache levels, the error-feedback pass non-temporally (both streams).
+// Chosen by timing the candidates alternately in one process with a2sgd-bench at 16M values on
+// one rank (relative to the same run's read ceiling; medians of 31): plain 104-120% with T0
+// against 84-102% without prefetching and 90-99% with NTA; error feedback 113-116% with NTA
+// against 93-105% without and 84-89% with T0 (four runs each; the bench's read ceiling then had
+// no prefetching form and has since gained both).
 // NaN: the positive mask is "not less or equal, unordered", so a NaN entry is added to the
 // positive sum and makes it NaN, which sends the caller to the non-finite count, as in the
 // portable loop (where NaN * 0 is NaN); +-Inf make a sum infinite.
@@ -101,11 +103,17 @@ template <bool ErrorFeedback>
   std::int64_t cp = 0, cn = 0;
   Index i = 0;
   for (; i + 32 <= count; i += 32) {
-    if constexpr (!ErrorFeedback) {
-      // Integer arithmetic: the address may lie past the end of g (a prefetch never faults).
+    {
+      // Integer arithmetic: the address may lie past the end of the buffer (a prefetch never faults).
+      constexpr auto hint = ErrorFeedback ? _MM_HINT_NTA : _MM_HINT_T0;
       const auto ahead = reinterpret_cast<std::uintptr_t>(g + i) + 4 * two_means_prefetch_distance;
-      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), hint);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), hint);
+      if constexpr (ErrorFeedback) {
+        const auto ahead_e = reinterpret_cast<std::uintptr_t>(e + i) + 4 * two_means_prefetch_distance;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead_e), hint);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead_e + 64), hint);
+      }
     }
     for (int h = 0; h < 2; ++h) {
       __m512d lo, hi;
