@@ -27,6 +27,24 @@ A2SGD_HOST_CLONES double exp_sum(const float* z, float zmax, float* d, Index cla
   return sum;
 }
 
+// max_c z[c], compiled per ISA.
+A2SGD_HOST_CLONES float row_max(const float* z, Index classes) {
+  float zmax = z[0];
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(max : zmax)
+#endif
+  for (Index c = 0; c < classes; ++c) zmax = z[c] > zmax ? z[c] : zmax;
+  return zmax;
+}
+
+// d[c] = (d[c] inv - [c == label]) scale in place (d holds the exps), compiled per ISA.
+A2SGD_HOST_CLONES void scale_gradient(float* d, float inv, int label, float scale, Index classes) {
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+  for (Index c = 0; c < classes; ++c) d[c] = (d[c] * inv - (c == label ? 1.0f : 0.0f)) * scale;
+}
+
 // The lowest index c with z[c] == v (classes if none), so that ties resolve the same on every
 // backend: chunks tested with a vectorised compare, the one that holds v scanned.
 A2SGD_HOST_CLONES Index first_index_of(const float* z, float v, Index classes) {
@@ -61,22 +79,11 @@ template <bool HostBackend>  // a template: device builds never compile it (it c
 struct SoftmaxRows : SoftmaxArgs {
   KOKKOS_INLINE_FUNCTION void operator()(Index i, double& loss, std::int64_t& correct) const {
     const float* z = &logits(i, 0);
-    float zmax = z[0];
-#ifdef A2SGD_OMP_SIMD
-#pragma omp simd reduction(max : zmax)
-#endif
-    for (Index c = 0; c < classes; ++c) zmax = z[c] > zmax ? z[c] : zmax;
+    const float zmax = row_max(z, classes);
     const Index arg = first_index_of(z, zmax, classes);
     const int label = labels(i);
     const double sum = exp_sum(z, zmax, want_grad ? &dlogits(i, 0) : nullptr, classes);
-    if (want_grad) {
-      float* d = &dlogits(i, 0);
-      const float inv = static_cast<float>(1.0 / sum);
-#ifdef A2SGD_OMP_SIMD
-#pragma omp simd
-#endif
-      for (Index c = 0; c < classes; ++c) d[c] = (d[c] * inv - (c == label ? 1.0f : 0.0f)) * grad_scale;
-    }
+    if (want_grad) scale_gradient(&dlogits(i, 0), static_cast<float>(1.0 / sum), label, grad_scale, classes);
     loss += detail::log(sum) - static_cast<double>(z[label] - zmax);
     correct += arg == label;
   }
