@@ -22,6 +22,20 @@ using Catch::Matchers::WithinRel;
 
 namespace a2sgd::testing {
 
+/// Whether this is the AddressSanitizer build (scripts/sanitize.sh): tests that are expensive
+/// only because of their size run a sample there, the full check in the regular build.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool address_sanitizer_build = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool address_sanitizer_build = true;
+#else
+inline constexpr bool address_sanitizer_build = false;
+#endif
+#else
+inline constexpr bool address_sanitizer_build = false;
+#endif
+
 // Rounding-error bounds behind the tests' tolerances (docs/testing.md). u is the unit roundoff:
 // fl(x op y) = (x op y)(1 + d) with |d| <= u. gamma(n) = n u / (1 - n u) bounds the relative error
 // of an n-term sum or dot product, |fl(sum) - sum| <= gamma(n - 1) sum |x_i|, in any summation

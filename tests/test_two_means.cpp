@@ -280,13 +280,7 @@ TEST_CASE("two_means keeps the double-precision accuracy contract on adversarial
         if (key == "MemAvailable:") available_kb = value;
     }
     if (under_valgrind()) available_kb = 0;
-#if defined(__SANITIZE_ADDRESS__)
-    available_kb = 0;  // the sanitizer build: its shadow memory would add another gigabyte
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    available_kb = 0;
-#endif
-#endif
+    if (address_sanitizer_build) available_kb = 0;  // its shadow memory would add another gigabyte
     if (available_kb < (std::size_t(12) << 20)) {
       WARN("skipped: needs 12 GB of available memory, " << available_kb / 1024
                                                         << " MB available (none counts under valgrind or ASan)");
