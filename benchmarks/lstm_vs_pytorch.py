@@ -16,8 +16,8 @@ settings (what a user runs) and with malloc told to keep freed memory
 (GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967295).
 PyTorch allocates its activations, logits and gradients anew every step; with the defaults glibc
 maps the 28 MB tensors fresh and returns them, and on a machine where page faults are expensive
-(a virtual machine) its steps then vary by 3x. The second figure is PyTorch's allocation-free
-steady state, the stricter reference. a2sgd allocates nothing in a step.
+(a virtual machine) its step times then vary from run to run. The second figure is PyTorch's
+allocation-free steady state, the stricter reference. a2sgd allocates nothing in a step.
 
 Usage: /usr/bin/python3 benchmarks/lstm_vs_pytorch.py --bench build/apps/bench-lstm/a2sgd-bench-lstm
 """
@@ -94,7 +94,7 @@ def main():
     ap.add_argument("--bptt", type=int, default=35)
     ap.add_argument("--batch-size", type=int, default=20)
     ap.add_argument("--steps", type=int, default=20, help="timed steps per measurement")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (PyTorch's first 3-4 are slow)")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps first (PyTorch's first steps are slow)")
     ap.add_argument("--repeats", type=int, default=3, help="alternating measurements of each side")
     ap.add_argument("--json", help="write the results to this file")
     ap.add_argument("--torch-child", action="store_true", help=argparse.SUPPRESS)

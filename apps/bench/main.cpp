@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 using namespace a2sgd;
@@ -147,10 +148,15 @@ Ceilings measure_ceilings(const Communicator& comm, Index n, int warmup, int rep
              sink += sum;
            });
   };
-  ceil.read = std::max({read_gbs(ReadStreams<true>{a, b, n}, 8.0), read_gbs(ReadStreams<true, 1>{a, b, n}, 8.0),
-                        read_gbs(ReadStreams<true, 2>{a, b, n}, 8.0)});
-  ceil.read_one = std::max({read_gbs(ReadStreams<false>{a, b, n}, 4.0), read_gbs(ReadStreams<false, 1>{a, b, n}, 4.0),
-                            read_gbs(ReadStreams<false, 2>{a, b, n}, 4.0)});
+  // Each read ceiling: the fastest of its three prefetch forms.
+  auto fastest_read_gbs = [&](auto two, double bytes_per_value) {
+    constexpr bool Two = decltype(two)::value;
+    return std::max({read_gbs(ReadStreams<Two, 0>{a, b, n}, bytes_per_value),
+                     read_gbs(ReadStreams<Two, 1>{a, b, n}, bytes_per_value),
+                     read_gbs(ReadStreams<Two, 2>{a, b, n}, bytes_per_value)});
+  };
+  ceil.read = fastest_read_gbs(std::true_type{}, 8.0);
+  ceil.read_one = fastest_read_gbs(std::false_type{}, 4.0);
   // The element-wise ceilings run through the library's SIMD loop (per-ISA clones on a host backend),
   // as A2SGD's apply does.
   auto elementwise_gbs = [&](double bytes_per_value, const std::string& label, const auto& kernel) {
@@ -443,19 +449,22 @@ int run(int argc, char** argv, const Communicator& comm) {
           kernel();
           if (r >= c.warmup) t.push_back(clock.seconds());
         };
-        timed(t_read[0], [&] { read(ReadStreams<true, 0>{g0, e, n}); });
-        timed(t_read[1], [&] { read(ReadStreams<true, 1>{g0, e, n}); });
-        timed(t_read[2], [&] { read(ReadStreams<true, 2>{g0, e, n}); });
+        auto read_forms = [&](auto two, std::vector<double>(&t)[3]) {
+          constexpr bool Two = decltype(two)::value;
+          timed(t[0], [&] { read(ReadStreams<Two, 0>{g0, e, n}); });
+          timed(t[1], [&] { read(ReadStreams<Two, 1>{g0, e, n}); });
+          timed(t[2], [&] { read(ReadStreams<Two, 2>{g0, e, n}); });
+        };
+        read_forms(std::true_type{}, t_read);
         timed(t_ef, [&] { sink += two_means(exec, g0, e).sum_pos; });
-        timed(t_read_one[0], [&] { read(ReadStreams<false, 0>{g0, e, n}); });
-        timed(t_read_one[1], [&] { read(ReadStreams<false, 1>{g0, e, n}); });
-        timed(t_read_one[2], [&] { read(ReadStreams<false, 2>{g0, e, n}); });
+        read_forms(std::false_type{}, t_read_one);
         timed(t_plain, [&] { sink += two_means(exec, g0, ConstFloatView()).sum_pos; });
       }
       // Each ceiling: the fastest of its three forms (no, all-level and non-temporal prefetch).
-      const double read_s = slowest(comm, std::min({median(t_read[0]), median(t_read[1]), median(t_read[2])}));
-      const double read_one_s =
-          slowest(comm, std::min({median(t_read_one[0]), median(t_read_one[1]), median(t_read_one[2])}));
+      auto fastest = [&](std::vector<double>(&t)[3]) {
+        return slowest(comm, std::min({median(t[0]), median(t[1]), median(t[2])}));
+      };
+      const double read_s = fastest(t_read), read_one_s = fastest(t_read_one);
       const double ef_s = slowest(comm, median(t_ef)), plain_s = slowest(comm, median(t_plain));
       const double ef_gbs = 8.0 * values / ef_s / 1e9, plain_gbs = 4.0 * values / plain_s / 1e9;
       const double read_gbs = 8.0 * values / read_s / 1e9, read_one_gbs = 4.0 * values / read_one_s / 1e9;

@@ -65,11 +65,9 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 // they issue to the multiply pipes while the positive adds use the add pipes.
 // Both variants prefetch two_means_prefetch_distance values ahead (8 KB, into the next blocks):
 // the plain pass into all cache levels, the error-feedback pass non-temporally (both streams).
-// Chosen by timing the candidates alternately in one process with a2sgd-bench at 16M values on
-// one rank (relative to the same run's read ceiling; medians of 31): plain 104-120% with T0
-// against 84-102% without prefetching and 90-99% with NTA; error feedback 113-116% with NTA
-// against 93-105% without and 84-89% with T0 (four runs each; the bench's read ceiling then had
-// no prefetching form and has since gained both).
+// Chosen by timing the candidates (no prefetch, T0, T1, NTA; 2-64 KB ahead) alternately in one
+// process at 16M values: T0 was the fastest for the plain pass, NTA with error feedback
+// (docs/methods.md has the pass against the read ceilings).
 // NaN: the positive mask is "not less or equal, unordered", so a NaN entry is added to the
 // positive sum and makes it NaN, which sends the caller to the non-finite count, as in the
 // portable loop (where NaN * 0 is NaN); +-Inf make a sum infinite.
@@ -139,16 +137,7 @@ template <bool ErrorFeedback>
   }
   double sp = lane_sum(_mm512_add_pd(_mm512_add_pd(pos[0], pos[1]), _mm512_add_pd(pos[2], pos[3])));
   double sn = lane_sum(_mm512_add_pd(_mm512_add_pd(neg[0], neg[1]), _mm512_add_pd(neg[2], neg[3])));
-  for (; i < count; ++i) {
-    const float a = ErrorFeedback ? g[i] + e[i] : g[i];
-    if (!(a <= 0.0f)) {
-      sp += static_cast<double>(a);
-      ++cp;
-    } else if (a < 0.0f) {
-      sn += static_cast<double>(a);
-      ++cn;
-    }
-  }
+  for (; i < count; ++i) accumulate(ErrorFeedback ? g[i] + e[i] : g[i], sp, sn, cp, cn);
   sum_pos += sp;
   sum_neg += sn;
   count_pos += cp;

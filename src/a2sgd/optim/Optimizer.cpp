@@ -160,7 +160,7 @@ A2SGD_HOST_CLONES float apply_block(const float* g, float scale, const Rule& rul
   return poison;
 }
 
-template <class Rule, bool HostBackend>  // a template: device builds never compile the host branch
+template <class Rule>
 struct ApplyBlocked {
   static constexpr Index block = 4096;
   ConstFloatView g;
@@ -193,7 +193,7 @@ std::int64_t Optimizer::apply(const ExecutionSpace& exec, const FloatView& param
   visit_step(params, lr, [&](const auto& rule) {
     using Rule = std::decay_t<decltype(rule)>;
     if constexpr (host_backend) {
-      using Blocked = ApplyBlocked<Rule, host_backend>;
+      using Blocked = ApplyBlocked<Rule>;
       float poison = 0.0f;
       Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::optim::apply"),
                               Range(exec, 0, (m_size + Blocked::block - 1) / Blocked::block),
