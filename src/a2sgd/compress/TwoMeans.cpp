@@ -62,7 +62,7 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 // integer units; two conversions to double (from memory when there is no residual to add); and
 // four merge-masked double accumulations into eight independent accumulators. The negative ones
 // are fused multiply-adds by 1.0 (exact product, one rounding: the same result as an add) so that
-// they issue to the multiply pipes while the positive adds use the add pipes.
+// they can issue to the multiply pipes while the positive adds use the add pipes.
 // Both variants prefetch two_means_prefetch_distance values ahead (8 KB, into the next blocks):
 // the plain pass into all cache levels, the error-feedback pass non-temporally (both streams).
 // Chosen by timing the candidates (no prefetch, T0, T1, NTA; 2-64 KB ahead) alternately in one

@@ -142,12 +142,14 @@ void Optimizer::local_direction(const ExecutionSpace& exec, const FloatView& g, 
 namespace {
 
 // Host backends: rule(i, scale g[i]) over a block as one SIMD loop compiled per ISA (like A2SGD's
-// fused pass), returning the sum of u * 0: 0 while every u is finite, NaN as soon as one is not.
-// A float sum vectorises where an integer count of non-finite values kept GCC from vectorising
-// the loop; the count is taken afterwards, only when the sum says there is something to count.
+// fused pass), returning the sum of u * 0: 0 while every u is finite, NaN as soon as one is not
+// (one float add per value instead of a test and a 64-bit count); the count is taken afterwards,
+// only when the sum says there is something to count.
 template <class Rule>
 A2SGD_HOST_CLONES float apply_block(const float* g, float scale, const Rule& rule, Index begin, Index end) {
-  const Rule local = rule;  // fields in registers: the stores cannot alias a local copy
+  // A local copy: with the rule passed by value (in memory), GCC reloaded its fields after every
+  // store through x and kept the loop scalar; the copy's fields stay in registers.
+  const Rule local = rule;
   float poison = 0.0f;
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd reduction(+ : poison)
