@@ -77,6 +77,23 @@ expect(2 "--metrics /dev/full: writing failed \\(No space left on device\\)" ${s
 file(WRITE ${WORKDIR}/cli_not_a_directory "")
 expect(2 "--checkpoint-dir ${WORKDIR}/cli_not_a_directory/ckpt: " ${syn} --checkpoint-dir ${WORKDIR}/cli_not_a_directory/ckpt)
 expect(2 "--config /nonexistent.ini: no such file" ${syn} --config /nonexistent.ini)
+# The heap policy comes from the environment and is read before MPI_Init; a bad value on one
+# rank alone (ranks may be started with different environments) still stops every rank.
+set(ENV{A2SGD_HEAP_POLICY} sometimes)
+expect(2 "A2SGD_HEAP_POLICY=sometimes: unknown heap policy \"sometimes\" \\(valid: keep, system\\)" ${syn})
+unset(ENV{A2SGD_HEAP_POLICY})
+execute_process(
+  COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} sh -c
+          "if [ \"\${OMPI_COMM_WORLD_RANK:-\$PMI_RANK}\" = 1 ]; then export A2SGD_HEAP_POLICY=rank1only; fi; exec \"\$0\" \"\$@\""
+          ${EXE} ${syn}
+  TIMEOUT 120 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+string(REGEX MATCHALL "a2sgd-train: " reports "${err}")
+list(LENGTH reports n)
+if(NOT rc EQUAL 2 OR NOT n EQUAL 1
+   OR NOT "${err}" MATCHES "a2sgd-train: error: A2SGD_HEAP_POLICY=rank1only: unknown heap policy")
+  message(FATAL_ERROR "a bad heap policy on rank 1 alone: exit code ${rc}, expected 2 and one report\n${out}${err}")
+endif()
+message(STATUS "ok (${rc}): A2SGD_HEAP_POLICY on rank 1 alone")
 # Config files that are not text, or not files, or name themselves; a value that does not parse is
 # an error even where the command line overrides it.
 expect(2 "--config ${WORKDIR}: not a regular file" ${syn} --config ${WORKDIR})

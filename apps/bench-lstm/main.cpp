@@ -148,13 +148,14 @@ int run(int argc, char** argv, const Communicator& comm) {
         "%lld, "
         "\"parameters\": %lld, \"step_s\": %.6g, \"tokens_per_s\": %.6g, \"decoder_s\": %.6g, \"decoder_gflops\": "
         "%.6g, "
-        "\"gemm_s\": %.6g, \"gemm_gflops\": %.6g, \"decoder_fraction_of_gemm\": %.4f, \"softmax_s\": %.6g}\n",
+        "\"gemm_s\": %.6g, \"gemm_gflops\": %.6g, \"decoder_fraction_of_gemm\": %.4f, \"softmax_s\": %.6g, "
+        "\"heap_policy\": \"%s\"}\n",
         ExecutionSpace::name(), vocab, hidden, layers, bptt, batch, static_cast<long long>(store.size()), step_s,
-        tokens_per_s, decoder_s, flops / decoder_s * 1e-9, gemm_s, flops / gemm_s * 1e-9, gemm_s / decoder_s,
-        softmax_s);
+        tokens_per_s, decoder_s, flops / decoder_s * 1e-9, gemm_s, flops / gemm_s * 1e-9, gemm_s / decoder_s, softmax_s,
+        to_string(heap_policy_in_effect()));
   } else {
-    std::printf("LSTM LM %lld-%lldx%lld, bptt %lld, batch %lld (%s, one rank)\n", vocab, hidden, layers, bptt, batch,
-                ExecutionSpace::name());
+    std::printf("LSTM LM %lld-%lldx%lld, bptt %lld, batch %lld (%s, one rank, heap policy %s)\n", vocab, hidden, layers,
+                bptt, batch, ExecutionSpace::name(), to_string(heap_policy_in_effect()));
     std::printf("  training step      %8.2f ms   %10.0f tokens/s\n", 1e3 * step_s, tokens_per_s);
     std::printf("  decoder (3 GEMMs + bias)  %8.2f ms   %7.1f GFLOP/s\n", 1e3 * decoder_s, flops / decoder_s * 1e-9);
     std::printf("  plain GEMMs, same shapes  %8.2f ms   %7.1f GFLOP/s   decoder at %.0f%% of it\n", 1e3 * gemm_s,

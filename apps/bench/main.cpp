@@ -383,8 +383,9 @@ int run(int argc, char** argv, const Communicator& comm) {
   };
 
   if (root)
-    std::printf("a2sgd-bench: %d rank%s, %s, medians of %d steps after %d warm-up\n", p, p > 1 ? "s" : "",
-                Kokkos::DefaultExecutionSpace::name(), c.repeats, c.warmup);
+    std::printf("a2sgd-bench: %d rank%s, %s, medians of %d steps after %d warm-up, heap policy %s\n", p,
+                p > 1 ? "s" : "", Kokkos::DefaultExecutionSpace::name(), c.repeats, c.warmup,
+                to_string(heap_policy_in_effect()));
   bool bytes_ok = true;
   for (const Index n : c.sizes) {
     // Synthetic gradient: N(0, 1) values, different on every rank.

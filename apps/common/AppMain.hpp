@@ -3,6 +3,8 @@
 // installed package alike).
 
 #include <a2sgd/comm/Communicator.hpp>
+#include <a2sgd/core/Error.hpp>
+#include <a2sgd/core/HeapPolicy.hpp>
 #include <a2sgd/io/Checkpoint.hpp>
 
 #include <mpi.h>
@@ -10,6 +12,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -45,13 +48,33 @@ inline std::string kokkos_option_problem(const std::string& arg) {
 
 }  // namespace detail
 
-/// MPI and Kokkos around run(argc, argv, comm). Kokkos sees only its own --kokkos-* arguments (it
-/// would answer --help itself); run() sees the rest. run() reports collective errors itself and
-/// returns the exit code; an exception that reaches here was raised on one rank alone, so it is
-/// reported and the job taken down rather than leave the other ranks waiting in a collective.
+/// MPI and Kokkos around run(argc, argv, comm), with the heap policy of A2SGD_HEAP_POLICY
+/// (core/HeapPolicy.hpp) applied first, so that MPI's own buffers follow it. Kokkos sees only its
+/// own --kokkos-* arguments (it would answer --help itself); run() sees the rest. run() reports collective errors
+/// itself and returns the exit code; an exception that reaches here was raised on one rank alone, so it is reported and
+/// the job taken down rather than leave the other ranks waiting in a collective.
 template <class Run>
 int app_main(int argc, char** argv, const char* name, Run run) {
+  std::string heap_problem;
+  try {
+    apply_heap_policy(heap_policy_from_environment());
+  } catch (const InvalidArgument& e) {
+    heap_problem = e.what();
+  }
   MPI_Init(&argc, &argv);
+  {
+    // Ranks may be started with different environments: all learn of a problem on any rank, the
+    // lowest such rank reports it, and every rank exits with the bad-input code.
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int reporter = heap_problem.empty() ? std::numeric_limits<int>::max() : rank;
+    MPI_Allreduce(MPI_IN_PLACE, &reporter, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (reporter != std::numeric_limits<int>::max()) {
+      if (rank == reporter) std::fprintf(stderr, "%s: error: %s\n", name, heap_problem.c_str());
+      MPI_Finalize();
+      return 2;
+    }
+  }
   std::vector<char*> kokkos_args{argv[0]}, our_args{argv[0]};
   for (int i = 1; i < argc; ++i)
     (std::string(argv[i]).rfind("--kokkos", 0) == 0 ? kokkos_args : our_args).push_back(argv[i]);

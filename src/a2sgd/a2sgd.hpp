@@ -22,6 +22,7 @@
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
+#include <a2sgd/core/HeapPolicy.hpp>
 #include <a2sgd/core/ParameterStore.hpp>
 #include <a2sgd/core/Random.hpp>
 #include <a2sgd/core/Types.hpp>
