@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 using namespace a2sgd;
 using namespace a2sgd::testing;
@@ -23,6 +24,18 @@ float from_bits(std::uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// x after one exchange step of `method` from x = 0 with SGD at lr 1: -(fl(1/p) * the decoded sum).
+std::vector<float> one_sgd_step(const char* method, const Communicator& comm, const std::vector<float>& g) {
+  const auto n = static_cast<Index>(g.size());
+  ExchangeConfig cfg;
+  cfg.method = method;
+  auto ex = make_exchange(cfg, comm, n);
+  Optimizer sgd(OptimizerConfig{}, n);
+  auto x = to_device(std::vector<float>(g.size(), 0.0f));
+  ex->step(x, to_device(g), sgd, 1.0);
+  return to_host(x);
 }
 
 // Straightforward references for the branch-free conversions: one case at a time, rounding by
@@ -186,17 +199,52 @@ TEST_CASE("casting exchange: the vectorised kernels convert exactly like the sca
   for (const char* method : {"fp16", "bf16"}) {
     INFO(method);
     const bool fp16 = std::string(method) == "fp16";
-    ExchangeConfig cfg;
-    cfg.method = method;
-    auto ex = make_exchange(cfg, self, static_cast<Index>(n));
-    Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
-    auto x = to_device(std::vector<float>(n, 0.0f));
-    ex->step(x, to_device(g), sgd, 1.0);
-    const auto xs = to_host(x);
+    const auto xs = one_sgd_step(method, self, g);
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const float want = -(fp16 ? from_fp16(to_fp16(g[i])) : from_bf16(to_bf16(g[i])));
       wrong += bits(xs[i]) != bits(want) && !(xs[i] == 0.0f && want == 0.0f);
+    }
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("casting exchange: each chunk is the float sum in rank order, rounded once, block by block", "[half]") {
+  // Every rank's chunk spans two full 4096-value host blocks and a tail of a 512-value lane
+  // chunk, the chunks differ in size, and rank 0 sends every special case of the conversions
+  // (the others small random values, so that no sum overflows fp16). With SGD at lr 1 and p a
+  // power of two, x = -(fl(1/p) * decode(encode(sum))) exactly, where the owner q of an entry
+  // sums decode(encode(g_q)) and then decode(encode(g_r)) for r != q in rank order, in float.
+  Communicator comm;
+  const int p = comm.size();
+  const float special[] = {0.0f,      -0.0f,       65504.0f,   -65519.0f,   6.1035156e-05f, 6.09e-05f,
+                           5.96e-08f, 2.98e-08f,   -2.99e-08f, 1.00048828f, 1.00146484f,    3.0e-39f,
+                           -1.0e-45f, 1.0f / 3.0f, 1e-7f,      -3e-6f,      1024.5f};
+  const std::size_t n = static_cast<std::size_t>(p) * (2 * 4096 + 517) + static_cast<std::size_t>(p - 1);
+  std::vector<float> g(n);
+  Rng rng(17 + static_cast<std::uint64_t>(comm.rank()));
+  for (std::size_t i = 0; i < n; ++i)
+    g[i] = comm.rank() == 0 && i % 3 == 0
+               ? special[(i / 3) % (sizeof special / sizeof special[0])]
+               : static_cast<float>(rng.normal() * std::ldexp(1.0, static_cast<int>(rng.below(30)) - 30));
+  const auto all = allgather(g);
+  for (const char* method : {"fp16", "bf16"}) {
+    INFO(method);
+    const bool fp16 = std::string(method) == "fp16";
+    const auto round_trip = [fp16](float v) { return fp16 ? from_fp16(to_fp16(v)) : from_bf16(to_bf16(v)); };
+    const auto xs = one_sgd_step(method, comm, g);
+    const float factor = 1.0f / static_cast<float>(p);
+    std::size_t wrong = 0;
+    for (int q = 0; q < p; ++q) {
+      const std::size_t begin = n / p * q + std::min<std::size_t>(q, n % p);
+      const std::size_t count = n / p + (static_cast<std::size_t>(q) < n % p ? 1 : 0);
+      for (std::size_t i = begin; i < begin + count; ++i) {
+        float sum = round_trip(all[static_cast<std::size_t>(q) * n + i]);
+        for (int r = 0; r < p; ++r)
+          if (r != q) sum += round_trip(all[static_cast<std::size_t>(r) * n + i]);
+        const float want = -(factor * round_trip(sum));
+        wrong += bits(xs[i]) != bits(want) && !(xs[i] == 0.0f && want == 0.0f);
+      }
     }
     CHECK(wrong == 0);
   }

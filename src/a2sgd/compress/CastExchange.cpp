@@ -121,7 +121,48 @@ Index conversion_items(Index n) {
   return host_backend ? (n + host_block - 1) / host_block : n;
 }
 
-// This rank's chunk: its own value plus the other ranks' copies, summed in float, rounded once.
+// This rank's chunk: its own value plus the other ranks' copies in rank order, summed in float,
+// rounded once. On a host backend one block per work item, through L1-resident 32-bit lanes as in
+// convert_block (widen, decode and add; encode, narrow), so that each pass vectorises.
+template <HalfFormat F>
+A2SGD_HOST_CLONES void sum_chunk_block(std::uint16_t* mine, const std::uint16_t* recv, Index own, int p, int me,
+                                       Index count) {
+  constexpr Index chunk = 512;
+  std::uint32_t bits[chunk];
+  float sum[chunk];
+  for (Index c = 0; c < count; c += chunk) {
+    const Index m = count - c < chunk ? count - c : chunk;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+    for (Index i = 0; i < m; ++i) bits[i] = mine[c + i];
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+    for (Index i = 0; i < m; ++i) sum[i] = decode_bits<F>(bits[i]);
+    for (int q = 0; q < p; ++q) {
+      if (q == me) continue;
+      const std::uint16_t* other = recv + static_cast<Index>(q) * own + c;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+      for (Index i = 0; i < m; ++i) bits[i] = other[i];
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+      for (Index i = 0; i < m; ++i) sum[i] += decode_bits<F>(bits[i]);
+    }
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+    for (Index i = 0; i < m; ++i) bits[i] = encode_bits<F>(sum[i]);
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+    for (Index i = 0; i < m; ++i) mine[c + i] = static_cast<std::uint16_t>(bits[i]);
+  }
+}
+
 template <HalfFormat F>
 struct SumChunk {
   Wire wire;
@@ -131,10 +172,16 @@ struct SumChunk {
   int p;
   int me;
   KOKKOS_INLINE_FUNCTION void operator()(Index j) const {
-    float sum = decode<F>(wire(begin + j));
-    for (int q = 0; q < p; ++q)
-      if (q != me) sum += decode<F>(recv(q * own + j));
-    wire(begin + j) = encode<F>(sum);
+    if constexpr (host_backend) {
+      const Index first = j * host_block;
+      sum_chunk_block<F>(wire.data() + begin + first, recv.data() + first, own, p, me,
+                         first + host_block < own ? host_block : own - first);
+    } else {
+      float sum = decode<F>(wire(begin + j));
+      for (int q = 0; q < p; ++q)
+        if (q != me) sum += decode<F>(recv(q * own + j));
+      wire(begin + j) = encode<F>(sum);
+    }
   }
 };
 
@@ -203,8 +250,8 @@ void CastExchange::do_step(const FloatView& params, const FloatView& grad, Optim
   // With one rank the chunk is the whole sum already (and a 16-bit value survives the round trip
   // through float exactly): no kernel.
   if (p > 1)
-    launch<SumChunk>(A2SGD_LABEL("a2sgd::compress::half_sum"), exec(), m_format, own, wire, recv, begin,
-                     static_cast<Index>(own), p, me);
+    launch<SumChunk>(A2SGD_LABEL("a2sgd::compress::half_sum"), exec(), m_format, conversion_items(own), wire, recv,
+                     begin, static_cast<Index>(own), p, me);
   // All-gather of the summed chunks, in place.
   if (staged) {
     const auto chunk = std::make_pair(static_cast<std::size_t>(begin), static_cast<std::size_t>(begin + own));
