@@ -50,9 +50,10 @@ inline std::string kokkos_option_problem(const std::string& arg) {
 
 /// MPI and Kokkos around run(argc, argv, comm), with the heap policy of A2SGD_HEAP_POLICY
 /// (core/HeapPolicy.hpp) applied first, so that MPI's own buffers follow it. Kokkos sees only its
-/// own --kokkos-* arguments (it would answer --help itself); run() sees the rest. run() reports collective errors
-/// itself and returns the exit code; an exception that reaches here was raised on one rank alone, so it is reported and
-/// the job taken down rather than leave the other ranks waiting in a collective.
+/// own --kokkos-* arguments (it would answer --help itself); run() sees the rest. run() reports
+/// collective errors itself and returns the exit code; an exception that reaches here was raised
+/// on one rank alone, so it is reported and the job taken down rather than leave the other ranks
+/// waiting in a collective.
 template <class Run>
 int app_main(int argc, char** argv, const char* name, Run run) {
   std::string heap_problem;
