@@ -86,6 +86,14 @@ A2SGD_HOST_CLONES void convert_block(const From* in, To* out, Index count) {
   }
 }
 
+// sum[i] += other[i]: the chunk sum's additions, compiled per ISA like the conversions.
+A2SGD_HOST_CLONES void add_block(float* sum, const float* other, Index count) {
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+  for (Index i = 0; i < count; ++i) sum[i] += other[i];
+}
+
 // float -> 16 bits and back, one entry per work item on a device, one block on a host backend.
 template <HalfFormat F>
 KOKKOS_INLINE_FUNCTION std::uint16_t convert(float v) {
@@ -122,44 +130,22 @@ Index conversion_items(Index n) {
 }
 
 // This rank's chunk: its own value plus the other ranks' copies in rank order, summed in float,
-// rounded once. On a host backend one block per work item, through L1-resident 32-bit lanes as in
-// convert_block (widen, decode and add; encode, narrow), so that each pass vectorises.
+// rounded once. On a host backend one block per work item, in L1-sized chunks decoded and encoded
+// by convert_block, so that every pass vectorises.
 template <HalfFormat F>
-A2SGD_HOST_CLONES void sum_chunk_block(std::uint16_t* mine, const std::uint16_t* recv, Index own, int p, int me,
-                                       Index count) {
+void sum_chunk_block(std::uint16_t* mine, const std::uint16_t* recv, Index own, int p, int me, Index count) {
   constexpr Index chunk = 512;
-  std::uint32_t bits[chunk];
   float sum[chunk];
+  float other[chunk];
   for (Index c = 0; c < count; c += chunk) {
     const Index m = count - c < chunk ? count - c : chunk;
-#ifdef A2SGD_OMP_SIMD
-#pragma omp simd
-#endif
-    for (Index i = 0; i < m; ++i) bits[i] = mine[c + i];
-#ifdef A2SGD_OMP_SIMD
-#pragma omp simd
-#endif
-    for (Index i = 0; i < m; ++i) sum[i] = decode_bits<F>(bits[i]);
+    convert_block<F>(mine + c, sum, m);
     for (int q = 0; q < p; ++q) {
       if (q == me) continue;
-      const std::uint16_t* other = recv + static_cast<Index>(q) * own + c;
-#ifdef A2SGD_OMP_SIMD
-#pragma omp simd
-#endif
-      for (Index i = 0; i < m; ++i) bits[i] = other[i];
-#ifdef A2SGD_OMP_SIMD
-#pragma omp simd
-#endif
-      for (Index i = 0; i < m; ++i) sum[i] += decode_bits<F>(bits[i]);
+      convert_block<F>(recv + static_cast<Index>(q) * own + c, other, m);
+      add_block(sum, other, m);
     }
-#ifdef A2SGD_OMP_SIMD
-#pragma omp simd
-#endif
-    for (Index i = 0; i < m; ++i) bits[i] = encode_bits<F>(sum[i]);
-#ifdef A2SGD_OMP_SIMD
-#pragma omp simd
-#endif
-    for (Index i = 0; i < m; ++i) mine[c + i] = static_cast<std::uint16_t>(bits[i]);
+    convert_block<F>(static_cast<const float*>(sum), mine + c, m);
   }
 }
 
