@@ -9,7 +9,10 @@ batch to batch and detached (truncated BPTT), as in PyTorch's word_language_mode
 thread (torch.set_num_threads(1), OMP_NUM_THREADS=1 for both), the same OpenBLAS (Debian's
 python3-torch links libopenblas). Tokens are random ids: the time of a step does not depend on
 them. Also reports the decoder's GEMMs against plain GEMMs of the same shapes (a2sgd side) and
-torch.mm on the same shapes.
+torch.mm on the same shapes, and what the GEMMs alone allow: the step's GEMMs (the same products
+in both implementations) replayed alone, and their work at the core's FMA peak, both measured by
+a2sgd-bench-lstm in the same run, each as the largest ratio to PyTorch's steady step that a step
+made of those GEMMs and nothing else could reach.
 
 PyTorch is measured twice per round, each time in a fresh process: with glibc's default malloc
 settings (what a user runs) and with malloc told to keep freed memory
@@ -145,7 +148,17 @@ def main():
         "decoder_fraction_of_gemm": statistics.median(r["decoder_fraction_of_gemm"] for r in ours),
         "torch_mm_gflops": flops / statistics.median(mm) * 1e-9,
         "a2sgd_exec_space": ours[0]["exec_space"],
+        "step_gemm_gflop": ours[0]["step_gemm_flops"] * 1e-9,
     }
+    # The shortest steps the GEMMs allow, against PyTorch's steady state.
+    gemm_step = statistics.median(r["step_gemm_s"] for r in ours)
+    result["step_gemms_alone_s"] = gemm_step
+    result["step_gemms_alone_vs_kept_memory"] = torch_kept_step / gemm_step
+    peaks = sorted((k[len("fma_peak_"):-len("_gflops")], statistics.median(r[k] for r in ours))
+                   for k in ours[0] if k.startswith("fma_peak_"))
+    for isa, gflops in peaks:
+        result[f"fma_peak_{isa}_gflops"] = gflops
+        result[f"gemms_alone_at_{isa}_peak_vs_kept_memory"] = torch_kept_step / (result["step_gemm_gflop"] / gflops)
     print(f"LSTM LM {result['config']}, one rank, one thread, {args.repeats} alternating measurements (medians)")
     print(f"  a2sgd    {result['a2sgd_tokens_per_s']:10.0f} tokens/s")
     print(f"  PyTorch  {result['pytorch_tokens_per_s']:10.0f} tokens/s   a2sgd / PyTorch = {result['speedup']:.2f}x"
@@ -155,6 +168,12 @@ def main():
     print(f"  decoder GEMMs {result['a2sgd_decoder_gflops']:.1f} GFLOP/s = {100 * result['decoder_fraction_of_gemm']:.0f}% "
           f"of plain GEMMs of the same shapes ({result['a2sgd_plain_gemm_gflops']:.1f} GFLOP/s; "
           f"torch.mm {result['torch_mm_gflops']:.1f} GFLOP/s)")
+    print(f"  a2sgd's step {1e3 * a2sgd_step:.1f} ms, PyTorch's steady step {1e3 * torch_kept_step:.1f} ms; "
+          f"a step's GEMMs ({result['step_gemm_gflop']:.2f} GFLOP) alone: {1e3 * gemm_step:.1f} ms, "
+          f"{result['step_gemms_alone_vs_kept_memory']:.2f}x PyTorch's steady step")
+    for isa, gflops in peaks:
+        print(f"  ... at the {isa} FMA peak ({gflops:.1f} GFLOP/s): {1e3 * result['step_gemm_gflop'] / gflops:.1f} ms, "
+              f"{result[f'gemms_alone_at_{isa}_peak_vs_kept_memory']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

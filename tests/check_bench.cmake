@@ -2,29 +2,14 @@
 # measured row per (method, size), the memory ceilings and Top-K's selection references, and one
 # projected row per (method, size, link, p); bytes must match the formulas (exit 0). Bad options
 # end with exit code 2 and one message. With Debian's python3 and matplotlib, plot_bench.py turns the CSV into PNGs.
-separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
+include(${CMAKE_CURRENT_LIST_DIR}/ExpectExit.cmake)
 set(work ${WORKDIR}/bench)
 file(REMOVE_RECURSE ${work})
 file(MAKE_DIRECTORY ${work})
 
 function(expect code pattern)
-  execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} ${ARGN}
-                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-  if(NOT rc EQUAL code)
-    message(FATAL_ERROR "'${ARGN}': exit code ${rc}, expected ${code}\n${out}${err}")
-  endif()
-  if(NOT "${out}${err}" MATCHES "${pattern}")
-    message(FATAL_ERROR "'${ARGN}': output does not match '${pattern}':\n${out}${err}")
-  endif()
-  if(code EQUAL 2)
-    string(REGEX MATCHALL "a2sgd-bench: error" reports "${err}")
-    list(LENGTH reports n)
-    if(NOT n EQUAL 1)
-      message(FATAL_ERROR "'${ARGN}': expected one report, got ${n}:\n${err}")
-    endif()
-  endif()
-  message(STATUS "ok (${rc}): ${ARGN}")
-  set(last_out "${out}" PARENT_SCOPE)
+  expect_exit(2 ${code} "${pattern}" a2sgd-bench ${ARGN})
+  set(last_out "${last_out}" PARENT_SCOPE)
 endfunction()
 
 expect(0 "topk compression .* faster.*mlp 784-256-256-10, batch 64: .* the GEMMs are [0-9]+% of the step" --sizes 4K,100003 --repeats 2 --project --max-ranks 64

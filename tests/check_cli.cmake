@@ -1,7 +1,7 @@
 # a2sgd-train's command line on 2 ranks: an INI config file with command-line overrides, and bad
 # input: each bad case must end with the stated exit code and one clear message, on every rank,
 # without hanging (the test's TIMEOUT catches a hang).
-separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
+include(${CMAKE_CURRENT_LIST_DIR}/ExpectExit.cmake)
 set(syn --dataset synthetic --synthetic-train 400 --synthetic-test 100 --synthetic-features 8
         --synthetic-classes 2 --no-progress-bar --log-every 1000)
 set(bad_dir ${WORKDIR}/bad_idx)
@@ -12,21 +12,7 @@ endforeach()
 file(WRITE ${WORKDIR}/bad.ini "lr = 0.1\nno-such-option = 3\n")
 
 function(expect code pattern)
-  # A hang is reported as such (rc then holds the timeout's text), not left to the test's TIMEOUT.
-  execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} ${ARGN} TIMEOUT 120
-                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-  if(NOT rc EQUAL code)
-    message(FATAL_ERROR "'${ARGN}': exit code ${rc}, expected ${code}\n${out}${err}")
-  endif()
-  if(NOT "${err}" MATCHES "${pattern}")
-    message(FATAL_ERROR "'${ARGN}': message does not match '${pattern}':\n${err}")
-  endif()
-  string(REGEX MATCHALL "a2sgd-train: " reports "${err}")
-  list(LENGTH reports n)
-  if(NOT n EQUAL 1)
-    message(FATAL_ERROR "'${ARGN}': expected one report, got ${n}:\n${err}")
-  endif()
-  message(STATUS "ok (${rc}): ${ARGN}")
+  expect_exit(2 ${code} "${pattern}" a2sgd-train ${ARGN})
 endfunction()
 
 expect(2 "--batch-size -5: must be positive" ${syn} --batch-size -5)

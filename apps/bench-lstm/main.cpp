@@ -1,12 +1,15 @@
 // a2sgd-bench-lstm: speed of the LSTM language model on one rank. A whole training step
 // (forward, backward, gradient clipping, exchange and SGD update, as a2sgd-train runs it) in
 // tokens per second, and the decoder's three GEMMs (forward, weight gradient, input gradient, with
-// bias and bias gradient) against a plain GEMM of the same size measured in the same run.
+// bias and bias gradient) against a plain GEMM of the same size measured in the same run. The
+// core's FMA peak, measured in the same run, bounds any GEMM: with the step's GEMM work it gives
+// the shortest step any implementation of this model could reach on one thread.
 // benchmarks/lstm_vs_pytorch.py compares the step with PyTorch's.
 //
 // Exit codes: 0 success, 2 invalid options, 1 other errors.
 #include "../common/AppMain.hpp"
 #include "../common/OptionErrors.hpp"
+#include "FmaPeak.hpp"
 
 #include <a2sgd/a2sgd.hpp>
 #include <a2sgd/core/impl/Gemm.hpp>
@@ -136,6 +139,48 @@ int run(int argc, char** argv, const Communicator& comm) {
     detail::gemm(exec, "N", "N", 1.0f, dz, w, 0.0f, dy);
   });
   const double flops = 3.0 * 2.0 * static_cast<double>(rows) * static_cast<double>(hidden) * static_cast<double>(vocab);
+  // The step's GEMMs alone: every product the model issues in a step (lstm_forward,
+  // lstm_backward, the decoder), same shapes, transposes and order, on buffers of their own. Per
+  // layer (input width `in`, gates 4H): forward, the input projection of all rows and the
+  // recurrent product of every step; backward, the recurrent product of every step but the first,
+  // both weight gradients and the input gradient (the embedding's, for layer 0). Its time is the
+  // shortest step this BLAS allows; the step's time minus it is everything else.
+  const Index gates = 4 * hidden;
+  const Matrix x_all = random_matrix(rows, hidden, 4), g_all = random_matrix(rows, gates, 5);
+  const Matrix w_ih = random_matrix(gates, hidden, 6), w_hh = random_matrix(gates, hidden, 7);
+  const Matrix dw_ih("bench::dw_ih", static_cast<std::size_t>(gates), static_cast<std::size_t>(hidden));
+  const Matrix dw_hh("bench::dw_hh", static_cast<std::size_t>(gates), static_cast<std::size_t>(hidden));
+  const Matrix dx_all("bench::dx", static_cast<std::size_t>(rows), static_cast<std::size_t>(hidden));
+  const Matrix gates_all("bench::gates", static_cast<std::size_t>(rows), static_cast<std::size_t>(gates));
+  double step_flops = 0.0;
+  auto step_gemms = [&](bool count) {
+    auto gemm = [&](const char* ta, const char* tb, const auto& a, const auto& b, float beta, const auto& c) {
+      detail::gemm(exec, ta, tb, 1.0f, a, b, beta, c);
+      if (count)
+        step_flops += 2.0 * static_cast<double>(c.extent(0)) * static_cast<double>(c.extent(1)) *
+                      static_cast<double>(ta[0] == 'N' ? a.extent(1) : a.extent(0));
+    };
+    auto step_rows = [&](const Matrix& m, Index t) {
+      return Kokkos::subview(m, Kokkos::make_pair(t * batch, (t + 1) * batch), Kokkos::ALL);
+    };
+    for (long long l = 0; l < layers; ++l) {
+      gemm("N", "T", x_all, w_ih, 0.0f, gates_all);
+      for (Index t = 0; t < bptt; ++t) gemm("N", "T", step_rows(x_all, t), w_hh, 1.0f, step_rows(gates_all, t));
+    }
+    gemm("N", "T", y, w, 0.0f, z);
+    gemm("T", "N", dz, y, 0.0f, dw);
+    gemm("N", "N", dz, w, 0.0f, dy);
+    for (long long l = 0; l < layers; ++l) {
+      for (Index t = bptt; t-- > 1;) gemm("N", "N", step_rows(g_all, t), w_hh, 0.0f, step_rows(dx_all, t));
+      gemm("T", "N", g_all, x_all, 0.0f, dw_ih);
+      gemm("T", "N", g_all, x_all, 0.0f, dw_hh);
+      gemm("N", "N", g_all, w_ih, 0.0f, dx_all);
+    }
+  };
+  step_gemms(true);
+  const double step_gemm_s =
+      time_median(exec, static_cast<int>(warmup), static_cast<int>(repeats), [&] { step_gemms(false); });
+  const std::vector<apps::FmaPeak> peaks = apps::measure_fma_peaks(static_cast<int>(repeats));
   const LabelView labels("bench::labels", static_cast<std::size_t>(rows));
   const double softmax_s = time_median(exec, static_cast<int>(warmup), static_cast<int>(repeats), [&] {
     nn::softmax_cross_entropy(exec, z, labels, dz, 1.0f / static_cast<float>(rows));
@@ -149,10 +194,12 @@ int run(int argc, char** argv, const Communicator& comm) {
         "\"parameters\": %lld, \"step_s\": %.6g, \"tokens_per_s\": %.6g, \"decoder_s\": %.6g, \"decoder_gflops\": "
         "%.6g, "
         "\"gemm_s\": %.6g, \"gemm_gflops\": %.6g, \"decoder_fraction_of_gemm\": %.4f, \"softmax_s\": %.6g, "
-        "\"heap_policy\": \"%s\"}\n",
+        "\"step_gemm_flops\": %.0f, \"step_gemm_s\": %.6g, \"heap_policy\": \"%s\"",
         ExecutionSpace::name(), vocab, hidden, layers, bptt, batch, static_cast<long long>(store.size()), step_s,
         tokens_per_s, decoder_s, flops / decoder_s * 1e-9, gemm_s, flops / gemm_s * 1e-9, gemm_s / decoder_s, softmax_s,
-        to_string(heap_policy_in_effect()));
+        step_flops, step_gemm_s, to_string(heap_policy_in_effect()));
+    for (const auto& peak : peaks) std::printf(", \"fma_peak_%s_gflops\": %.6g", peak.isa, peak.gflops);
+    std::printf("}\n");
   } else {
     std::printf("LSTM LM %lld-%lldx%lld, bptt %lld, batch %lld (%s, one rank, heap policy %s)\n", vocab, hidden, layers,
                 bptt, batch, ExecutionSpace::name(), to_string(heap_policy_in_effect()));
@@ -161,6 +208,19 @@ int run(int argc, char** argv, const Communicator& comm) {
     std::printf("  plain GEMMs, same shapes  %8.2f ms   %7.1f GFLOP/s   decoder at %.0f%% of it\n", 1e3 * gemm_s,
                 flops / gemm_s * 1e-9, 100.0 * gemm_s / decoder_s);
     std::printf("  softmax cross-entropy     %8.2f ms\n", 1e3 * softmax_s);
+    std::printf("  the step's GEMMs alone  %8.2f ms   %7.1f GFLOP/s   (%.2f GFLOP; the rest of the step %.2f ms)\n",
+                1e3 * step_gemm_s, step_flops / step_gemm_s * 1e-9, step_flops * 1e-9, 1e3 * (step_s - step_gemm_s));
+    if (!peaks.empty()) {
+      // Widest first: the peak that a BLAS built for this CPU's widest vectors can approach.
+      std::printf("  FMA peak, fp32 ");
+      for (std::size_t i = 0; i < peaks.size(); ++i)
+        std::printf("%s%s %.1f GFLOP/s", i == 0 ? " " : ", ", peaks[i].isa, peaks[i].gflops);
+      std::printf(
+          "\n  the step's GEMMs at the %s peak  %.2f ms (alone they ran at %.0f%% of it, the decoder's plain GEMMs "
+          "at %.0f%%)\n",
+          peaks[0].isa, 1e3 * step_flops * 1e-9 / peaks[0].gflops,
+          100.0 * step_flops / step_gemm_s * 1e-9 / peaks[0].gflops, 100.0 * flops / gemm_s * 1e-9 / peaks[0].gflops);
+    }
   }
   return 0;
 }
