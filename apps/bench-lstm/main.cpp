@@ -1,9 +1,10 @@
 // a2sgd-bench-lstm: speed of the LSTM language model on one rank. A whole training step
 // (forward, backward, gradient clipping, exchange and SGD update, as a2sgd-train runs it) in
 // tokens per second, and the decoder's three GEMMs (forward, weight gradient, input gradient, with
-// bias and bias gradient) against a plain GEMM of the same size measured in the same run. The
-// core's FMA peak, measured in the same run, bounds any GEMM: with the step's GEMM work it gives
-// the shortest step any implementation of this model could reach on one thread.
+// bias and bias gradient) against a plain GEMM of the same size measured in the same run. Then
+// what the GEMMs allow: the step's GEMMs replayed alone (the shortest step this BLAS allows), and
+// the core's FMA peak, which bounds any GEMM (with the step's GEMM work, the shortest step any
+// implementation of this model could reach on one thread).
 // benchmarks/lstm_vs_pytorch.py compares the step with PyTorch's.
 //
 // Exit codes: 0 success, 2 invalid options, 1 other errors.
