@@ -9,10 +9,10 @@ batch to batch and detached (truncated BPTT), as in PyTorch's word_language_mode
 thread (torch.set_num_threads(1), OMP_NUM_THREADS=1 for both), the same OpenBLAS (Debian's
 python3-torch links libopenblas). Tokens are random ids: the time of a step does not depend on
 them. Also reports the decoder's GEMMs against plain GEMMs of the same shapes (a2sgd side) and
-torch.mm on the same shapes, and what the GEMMs alone allow: the step's GEMMs (the same products
-in both implementations) replayed alone, and their work at the core's FMA peak, both measured by
-a2sgd-bench-lstm in the same run, each as the largest ratio to PyTorch's steady step that a step
-made of those GEMMs and nothing else could reach.
+torch.mm on the same shapes, and what the GEMMs alone allow: the step's GEMMs (the model's
+matrix products, which any implementation does) replayed alone, and their work at the core's FMA
+peak, both measured by a2sgd-bench-lstm in the same run, each as the largest ratio to PyTorch's
+steady step that a step made of those GEMMs and nothing else could reach.
 
 PyTorch is measured twice per round, each time in a fresh process: with glibc's default malloc
 settings (what a user runs) and with malloc told to keep freed memory
