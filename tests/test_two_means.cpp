@@ -193,6 +193,42 @@ TEST_CASE("two_means runs the AVX-512 kernel where it is available, and only the
 
 namespace {
 
+using compress::impl::TwoMeansPrefetch;
+
+void check_same_bits(const TwoMeansResult& got, const TwoMeansResult& want) {
+  CHECK(got.sum_pos == want.sum_pos);
+  CHECK(got.sum_neg == want.sum_neg);
+  CHECK(got.count_pos == want.count_pos);
+  CHECK(got.count_neg == want.count_neg);
+  CHECK(got.non_finite == want.non_finite);
+}
+
+}  // namespace
+
+TEST_CASE("two_means gives the same bits with every prefetch form", "[two_means]") {
+  const auto kernel = GENERATE(from_range(host_kernels()));
+  INFO("kernel " << kernel_name(kernel));
+  const ExecutionSpace exec;
+  // Prefetching reads ahead of the loop, past a block's and the buffer's end; it must change no
+  // sum and no count, including the tails (sizes not multiples of the 32-value iteration).
+  for (std::size_t n : {33u, 4097u, 100003u, 1000003u}) {
+    INFO("n = " << n);
+    const auto g = to_device(random_values(n, 21 + static_cast<unsigned>(n), 0.05f));
+    const auto e = to_device(random_values(n, 22 + static_cast<unsigned>(n), 0.05f));
+    for (const bool feedback : {true, false}) {
+      INFO("error feedback " << feedback);
+      const ConstFloatView residual = feedback ? ConstFloatView(e) : ConstFloatView();
+      const auto want = compress::impl::two_means(exec, g, residual, kernel, TwoMeansPrefetch::none);
+      for (auto form : {TwoMeansPrefetch::all_levels, TwoMeansPrefetch::non_temporal, TwoMeansPrefetch::automatic}) {
+        INFO("prefetch " << compress::impl::to_string(form));
+        check_same_bits(compress::impl::two_means(exec, g, residual, kernel, form), want);
+      }
+    }
+  }
+}
+
+namespace {
+
 // Under valgrind (the dashboard's memcheck of this test) 8 GB of instrumented memory traffic would
 // take many minutes.
 bool under_valgrind() {
@@ -238,6 +274,42 @@ void check_contract(const TwoMeansResult& got, const LongDoubleSums& want, std::
 }
 
 }  // namespace
+
+TEST_CASE("the first large call of each variant chooses the AVX-512 kernel's prefetch form", "[two_means]") {
+  const ExecutionSpace exec;
+  if (under_valgrind()) {
+    WARN("skipped under valgrind: the choice times 15 passes over 32 MB");
+    return;
+  }
+  const Index large = compress::impl::two_means_calibration_values;
+  const auto g = to_device(random_values(static_cast<std::size_t>(large), 31));
+  const auto e = to_device(random_values(static_cast<std::size_t>(large), 32));
+  for (const bool feedback : {true, false}) {
+    INFO("error feedback " << feedback);
+    const ConstFloatView residual = feedback ? ConstFloatView(e) : ConstFloatView();
+    const ConstFloatView head = Kokkos::subview(g, std::make_pair(Index(0), large - 1));
+    const ConstFloatView head_residual =
+        feedback ? ConstFloatView(Kokkos::subview(e, std::make_pair(Index(0), large - 1))) : ConstFloatView();
+    if (compress::impl::two_means_prefetch_chosen(feedback) == TwoMeansPrefetch::automatic) {
+      // One entry short of the size that triggers the timing: nothing is chosen yet.
+      two_means(exec, head, head_residual);
+      CHECK(compress::impl::two_means_prefetch_chosen(feedback) == TwoMeansPrefetch::automatic);
+    }
+    const auto got = two_means(exec, g, residual);
+    const auto chosen = compress::impl::two_means_prefetch_chosen(feedback);
+    INFO("chosen " << compress::impl::to_string(chosen));
+    if (!compress::impl::two_means_avx512_available()) {
+      // Nothing to choose: the portable kernel has no software prefetch.
+      CHECK(chosen == TwoMeansPrefetch::automatic);
+      continue;
+    }
+    CHECK(chosen != TwoMeansPrefetch::automatic);
+    check_same_bits(got, compress::impl::two_means(exec, g, residual, TwoMeansKernel::avx512, chosen));
+    // Chosen once per process: later calls, of any size, keep the form.
+    two_means(exec, head, head_residual);
+    CHECK(compress::impl::two_means_prefetch_chosen(feedback) == chosen);
+  }
+}
 
 TEST_CASE("two_means keeps the double-precision accuracy contract on adversarial data", "[two_means]") {
   const ExecutionSpace exec;

@@ -1,9 +1,12 @@
 #include <a2sgd/compress/TwoMeans.hpp>
 #include <a2sgd/compress/impl/TwoMeansKernels.hpp>
+#include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -63,11 +66,12 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 // four merge-masked double accumulations into eight independent accumulators. The negative ones
 // are fused multiply-adds by 1.0 (exact product, one rounding: the same result as an add) so that
 // they can issue to the multiply pipes while the positive adds use the add pipes.
-// Both variants prefetch two_means_prefetch_distance values ahead (8 KB, into the next blocks):
-// the plain pass into all cache levels, the error-feedback pass non-temporally (both streams).
-// Chosen by timing the candidates (no prefetch, T0, T1, NTA; 2-64 KB ahead) alternately in one
-// process at 16M values: T0 was the fastest for the plain pass, NTA with error feedback
-// (docs/methods.md has the pass against the read ceilings).
+// Software prefetch, two_means_prefetch_distance values ahead (8 KB, into the next blocks), in one
+// of three forms: none, into all cache levels, or non-temporal. Which one is fastest is not a
+// property of the CPU model: on the same AMD EPYC model in different VMs, error feedback ran
+// fastest non-temporal on one and without software prefetch on the other (8-10 points of the read
+// ceiling apart; docs/methods.md). So the form is timed on the caller's data at the first large
+// call (calibrate() below). Prefetching changes no arithmetic: every form gives the same bits.
 // NaN: the positive mask is "not less or equal, unordered", so a NaN entry is added to the
 // positive sum and makes it NaN, which sends the caller to the non-finite count, as in the
 // portable loop (where NaN * 0 is NaN); +-Inf make a sum infinite.
@@ -88,7 +92,10 @@ constexpr Index two_means_prefetch_distance = 2048;
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-template <bool ErrorFeedback>
+// Locality: __builtin_prefetch's (3: all cache levels, 0: non-temporal), or no_prefetch.
+constexpr int no_prefetch = -1;
+
+template <bool ErrorFeedback, int Locality>
 [[maybe_unused]] __attribute__((target("avx512f,popcnt"))) void block_sums_avx512(const float* g, const float* e,
                                                                                   Index count, double& sum_pos,
                                                                                   double& sum_neg,
@@ -101,16 +108,15 @@ template <bool ErrorFeedback>
   std::int64_t cp = 0, cn = 0;
   Index i = 0;
   for (; i + 32 <= count; i += 32) {
-    {
+    if constexpr (Locality != no_prefetch) {
       // Integer arithmetic: the address may lie past the end of the buffer (a prefetch never faults).
-      constexpr auto hint = ErrorFeedback ? _MM_HINT_NTA : _MM_HINT_T0;
       const auto ahead = reinterpret_cast<std::uintptr_t>(g + i) + 4 * two_means_prefetch_distance;
-      _mm_prefetch(reinterpret_cast<const char*>(ahead), hint);
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), hint);
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead), 0, Locality);
+      __builtin_prefetch(reinterpret_cast<const void*>(ahead + 64), 0, Locality);
       if constexpr (ErrorFeedback) {
         const auto ahead_e = reinterpret_cast<std::uintptr_t>(e + i) + 4 * two_means_prefetch_distance;
-        _mm_prefetch(reinterpret_cast<const char*>(ahead_e), hint);
-        _mm_prefetch(reinterpret_cast<const char*>(ahead_e + 64), hint);
+        __builtin_prefetch(reinterpret_cast<const void*>(ahead_e), 0, Locality);
+        __builtin_prefetch(reinterpret_cast<const void*>(ahead_e + 64), 0, Locality);
       }
     }
     for (int h = 0; h < 2; ++h) {
@@ -161,6 +167,7 @@ struct TwoMeansBlocked {
   ConstFloatView e;
   Index n;
   bool avx512 = false;  // the AVX-512 kernel instead of the portable loop
+  compress::impl::TwoMeansPrefetch prefetch = compress::impl::TwoMeansPrefetch::none;  // of the AVX-512 kernel
 
   KOKKOS_INLINE_FUNCTION float value(Index i) const { return ErrorFeedback ? g(i) + e(i) : g(i); }
 
@@ -170,8 +177,20 @@ struct TwoMeansBlocked {
     const Index end = begin + block < n ? begin + block : n;
 #ifdef A2SGD_TWO_MEANS_AVX512
     if (avx512) {
-      block_sums_avx512<ErrorFeedback>(g.data() + begin, ErrorFeedback ? e.data() + begin : nullptr, end - begin,
-                                       sum_pos, sum_neg, count_pos, count_neg);
+      const float* eb = ErrorFeedback ? e.data() + begin : nullptr;
+      switch (prefetch) {
+        case compress::impl::TwoMeansPrefetch::all_levels:
+          block_sums_avx512<ErrorFeedback, 3>(g.data() + begin, eb, end - begin, sum_pos, sum_neg, count_pos,
+                                              count_neg);
+          break;
+        case compress::impl::TwoMeansPrefetch::non_temporal:
+          block_sums_avx512<ErrorFeedback, 0>(g.data() + begin, eb, end - begin, sum_pos, sum_neg, count_pos,
+                                              count_neg);
+          break;
+        default:
+          block_sums_avx512<ErrorFeedback, no_prefetch>(g.data() + begin, eb, end - begin, sum_pos, sum_neg, count_pos,
+                                                        count_neg);
+      }
       return;
     }
 #endif
@@ -219,18 +238,78 @@ struct CountNonFinite {
   }
 };
 
+// The host pass over the first n entries, in blocks.
+template <bool ErrorFeedback>
+TwoMeansResult blocked_sums(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e, Index n,
+                            bool avx512, compress::impl::TwoMeansPrefetch prefetch) {
+  using Blocked = TwoMeansBlocked<ErrorFeedback>;
+  TwoMeansResult r;
+  Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::two_means"),
+                          Policy(exec, 0, (n + Blocked::block - 1) / Blocked::block),
+                          Blocked{g, e, n, avx512, prefetch}, r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
+  return r;
+}
+
+// The prefetch form `automatic` stands for, per variant ([1]: error feedback); automatic until timed.
+std::atomic<compress::impl::TwoMeansPrefetch> chosen_prefetch[2] = {compress::impl::TwoMeansPrefetch::automatic,
+                                                                    compress::impl::TwoMeansPrefetch::automatic};
+
+// Times the three forms alternately, three rounds, on the first min(n, window) entries, and
+// returns the one with the smallest median. Alternating keeps a drift of the machine's memory
+// bandwidth (other tenants of a shared node) from favouring whichever form ran first.
+template <bool ErrorFeedback>
+compress::impl::TwoMeansPrefetch calibrate(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e,
+                                           Index n) {
+  using compress::impl::TwoMeansPrefetch;
+  constexpr TwoMeansPrefetch forms[3] = {TwoMeansPrefetch::none, TwoMeansPrefetch::all_levels,
+                                         TwoMeansPrefetch::non_temporal};
+  constexpr int rounds = 5;
+  const Index w = n < compress::impl::two_means_calibration_window ? n : compress::impl::two_means_calibration_window;
+  double seconds[3][rounds];
+  for (int round = 0; round < rounds; ++round)
+    for (int f = 0; f < 3; ++f) {
+      const Stopwatch clock;
+      blocked_sums<ErrorFeedback>(exec, g, e, w, true, forms[f]);
+      seconds[f][round] = clock.seconds();
+    }
+  int best = 0;
+  double best_median = 0.0;
+  for (int f = 0; f < 3; ++f) {
+    std::sort(seconds[f], seconds[f] + rounds);
+    if (f == 0 || seconds[f][rounds / 2] < best_median) {
+      best = f;
+      best_median = seconds[f][rounds / 2];
+    }
+  }
+  return forms[best];
+}
+
+// The form for this call: the chosen one, else timed now if n is large enough, else the default.
+template <bool ErrorFeedback>
+compress::impl::TwoMeansPrefetch resolve_prefetch(const ExecutionSpace& exec, const ConstFloatView& g,
+                                                  const ConstFloatView& e, Index n) {
+  using compress::impl::TwoMeansPrefetch;
+  auto& chosen = chosen_prefetch[ErrorFeedback ? 1 : 0];
+  TwoMeansPrefetch form = chosen.load(std::memory_order_relaxed);
+  if (form != TwoMeansPrefetch::automatic) return form;
+  if (n < compress::impl::two_means_calibration_values)
+    return ErrorFeedback ? TwoMeansPrefetch::non_temporal : TwoMeansPrefetch::all_levels;
+  form = calibrate<ErrorFeedback>(exec, g, e, n);
+  chosen.store(form, std::memory_order_relaxed);
+  return form;
+}
+
 template <bool ErrorFeedback>
 TwoMeansResult run(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e,
-                   compress::impl::TwoMeansKernel kernel) {
+                   compress::impl::TwoMeansKernel kernel, compress::impl::TwoMeansPrefetch prefetch) {
   const auto n = static_cast<Index>(g.extent(0));
   TwoMeansResult r;
   if (n == 0) return r;
   if constexpr (host_backend) {
-    using Blocked = TwoMeansBlocked<ErrorFeedback>;
-    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::two_means"),
-                            Policy(exec, 0, (n + Blocked::block - 1) / Blocked::block),
-                            Blocked{g, e, n, kernel == compress::impl::TwoMeansKernel::avx512}, r.sum_pos, r.sum_neg,
-                            r.count_pos, r.count_neg);
+    const bool avx512 = kernel == compress::impl::TwoMeansKernel::avx512;
+    if (avx512 && prefetch == compress::impl::TwoMeansPrefetch::automatic)
+      prefetch = resolve_prefetch<ErrorFeedback>(exec, g, e, n);
+    r = blocked_sums<ErrorFeedback>(exec, g, e, n, avx512, prefetch);
   } else {
     Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::two_means"), Policy(exec, 0, n),
                             TwoMeansElementwise<ErrorFeedback>{g, e}, r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
@@ -246,6 +325,23 @@ TwoMeansResult run(const ExecutionSpace& exec, const ConstFloatView& g, const Co
 
 namespace compress::impl {
 
+const char* to_string(TwoMeansPrefetch prefetch) noexcept {
+  switch (prefetch) {
+    case TwoMeansPrefetch::none:
+      return "none";
+    case TwoMeansPrefetch::all_levels:
+      return "all_levels";
+    case TwoMeansPrefetch::non_temporal:
+      return "non_temporal";
+    default:
+      return "automatic";
+  }
+}
+
+TwoMeansPrefetch two_means_prefetch_chosen(bool error_feedback) noexcept {
+  return chosen_prefetch[error_feedback ? 1 : 0].load(std::memory_order_relaxed);
+}
+
 bool two_means_avx512_available() noexcept {
 #ifdef A2SGD_TWO_MEANS_AVX512
   static const bool available = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("popcnt");
@@ -256,14 +352,14 @@ bool two_means_avx512_available() noexcept {
 }
 
 TwoMeansResult two_means(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e,
-                         TwoMeansKernel kernel) {
+                         TwoMeansKernel kernel, TwoMeansPrefetch prefetch) {
   if (kernel == TwoMeansKernel::avx512 && !two_means_avx512_available())
     throw InvalidArgument("two_means: the AVX-512 kernel is not available in this build or on this CPU");
-  if (e.extent(0) == 0) return run<false>(exec, g, e, kernel);
+  if (e.extent(0) == 0) return run<false>(exec, g, e, kernel, prefetch);
   if (e.extent(0) != g.extent(0))
     throw InvalidArgument("two_means: gradient has " + std::to_string(g.extent(0)) + " values, residual " +
                           std::to_string(e.extent(0)));
-  return run<true>(exec, g, e, kernel);
+  return run<true>(exec, g, e, kernel, prefetch);
 }
 
 }  // namespace compress::impl
