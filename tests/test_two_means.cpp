@@ -1,6 +1,7 @@
 #include "TestingCatch.hpp"
 
 #include <a2sgd/compress/TwoMeans.hpp>
+#include <a2sgd/compress/impl/FormSelector.hpp>
 #include <a2sgd/compress/impl/TwoMeansKernels.hpp>
 #include <a2sgd/core/Error.hpp>
 
@@ -275,10 +276,10 @@ void check_contract(const TwoMeansResult& got, const LongDoubleSums& want, std::
 
 }  // namespace
 
-TEST_CASE("the first large call of each variant chooses the AVX-512 kernel's prefetch form", "[two_means]") {
+TEST_CASE("calls of at least the calibration size choose the AVX-512 kernel's prefetch form", "[two_means]") {
   const ExecutionSpace exec;
   if (under_valgrind()) {
-    WARN("skipped under valgrind: the choice times 15 passes over 32 MB");
+    WARN("skipped under valgrind: the first choice times 15 passes over 32 MB");
     return;
   }
   const Index large = compress::impl::two_means_calibration_values;
@@ -291,23 +292,24 @@ TEST_CASE("the first large call of each variant chooses the AVX-512 kernel's pre
     const ConstFloatView head_residual =
         feedback ? ConstFloatView(Kokkos::subview(e, std::make_pair(Index(0), large - 1))) : ConstFloatView();
     if (compress::impl::two_means_prefetch_chosen(feedback) == TwoMeansPrefetch::automatic) {
-      // One entry short of the size that triggers the timing: nothing is chosen yet.
-      two_means(exec, head, head_residual);
+      // One entry short of the size that is timed: nothing is chosen yet.
+      check_same_bits(two_means(exec, head, head_residual),
+                      compress::impl::two_means(exec, head, head_residual, TwoMeansKernel::portable));
       CHECK(compress::impl::two_means_prefetch_chosen(feedback) == TwoMeansPrefetch::automatic);
     }
-    const auto got = two_means(exec, g, residual);
+    // Enough calls for the first timing, several chosen-form calls and an exploring one: each
+    // gives the bits of the explicit AVX-512 kernel (or the portable one where that is all).
+    const auto kernel =
+        compress::impl::two_means_avx512_available() ? TwoMeansKernel::avx512 : TwoMeansKernel::portable;
+    const auto want = compress::impl::two_means(exec, g, residual, kernel, TwoMeansPrefetch::none);
+    for (int call = 0; call < 2 * compress::impl::FormSelector::explore_period; ++call)
+      check_same_bits(two_means(exec, g, residual), want);
     const auto chosen = compress::impl::two_means_prefetch_chosen(feedback);
     INFO("chosen " << compress::impl::to_string(chosen));
-    if (!compress::impl::two_means_avx512_available()) {
-      // Nothing to choose: the portable kernel has no software prefetch.
-      CHECK(chosen == TwoMeansPrefetch::automatic);
-      continue;
-    }
-    CHECK(chosen != TwoMeansPrefetch::automatic);
-    check_same_bits(got, compress::impl::two_means(exec, g, residual, TwoMeansKernel::avx512, chosen));
-    // Chosen once per process: later calls, of any size, keep the form.
-    two_means(exec, head, head_residual);
-    CHECK(compress::impl::two_means_prefetch_chosen(feedback) == chosen);
+    if (!compress::impl::two_means_avx512_available())
+      CHECK(chosen == TwoMeansPrefetch::automatic);  // nothing to choose: no software prefetch
+    else
+      CHECK(chosen != TwoMeansPrefetch::automatic);
   }
 }
 

@@ -1,4 +1,5 @@
 #include <a2sgd/compress/TwoMeans.hpp>
+#include <a2sgd/compress/impl/FormSelector.hpp>
 #include <a2sgd/compress/impl/TwoMeansKernels.hpp>
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/Error.hpp>
@@ -6,9 +7,9 @@
 #include <a2sgd/core/impl/HostClones.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 // The AVX-512 kernel: x86-64 host builds with GCC or Clang (function-level target attributes),
@@ -68,10 +69,11 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 // they can issue to the multiply pipes while the positive adds use the add pipes.
 // Software prefetch, two_means_prefetch_distance values ahead (8 KB, into the next blocks), in one
 // of three forms: none, into all cache levels, or non-temporal. Which one is fastest is not a
-// property of the CPU model: on the same AMD EPYC model in different VMs, error feedback ran
-// fastest non-temporal on one and without software prefetch on the other (8-10 points of the read
-// ceiling apart; docs/methods.md). So the form is timed on the caller's data at the first large
-// call (calibrate() below). Prefetching changes no arithmetic: every form gives the same bits.
+// property of the CPU model, nor fixed on one machine: on one 2-core AMD EPYC VM the
+// error-feedback pass ran fastest without software prefetch in one hour (about 10% ahead of
+// non-temporal) and non-temporal in the next (25-38% ahead of none; docs/methods.md). So large
+// calls are timed and the form chosen from their timings (adaptive_pass() below). Prefetching changes no arithmetic: every form gives the
+// same bits.
 // NaN: the positive mask is "not less or equal, unordered", so a NaN entry is added to the
 // positive sum and makes it NaN, which sends the caller to the non-finite count, as in the
 // portable loop (where NaN * 0 is NaN); +-Inf make a sum infinite.
@@ -250,53 +252,56 @@ TwoMeansResult blocked_sums(const ExecutionSpace& exec, const ConstFloatView& g,
   return r;
 }
 
-// The prefetch form `automatic` stands for, per variant ([1]: error feedback); automatic until timed.
-std::atomic<compress::impl::TwoMeansPrefetch> chosen_prefetch[2] = {compress::impl::TwoMeansPrefetch::automatic,
-                                                                    compress::impl::TwoMeansPrefetch::automatic};
+// The AVX-512 kernel's prefetch forms, in the selector's numbering.
+constexpr compress::impl::TwoMeansPrefetch prefetch_forms[compress::impl::FormSelector::forms] = {
+    compress::impl::TwoMeansPrefetch::none, compress::impl::TwoMeansPrefetch::all_levels,
+    compress::impl::TwoMeansPrefetch::non_temporal};
 
-// Times the three forms alternately, three rounds, on the first min(n, window) entries, and
-// returns the one with the smallest median. Alternating keeps a drift of the machine's memory
-// bandwidth (other tenants of a shared node) from favouring whichever form ran first.
-template <bool ErrorFeedback>
-compress::impl::TwoMeansPrefetch calibrate(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e,
-                                           Index n) {
-  using compress::impl::TwoMeansPrefetch;
-  constexpr TwoMeansPrefetch forms[3] = {TwoMeansPrefetch::none, TwoMeansPrefetch::all_levels,
-                                         TwoMeansPrefetch::non_temporal};
-  constexpr int rounds = 5;
-  const Index w = n < compress::impl::two_means_calibration_window ? n : compress::impl::two_means_calibration_window;
-  double seconds[3][rounds];
-  for (int round = 0; round < rounds; ++round)
-    for (int f = 0; f < 3; ++f) {
-      const Stopwatch clock;
-      blocked_sums<ErrorFeedback>(exec, g, e, w, true, forms[f]);
-      seconds[f][round] = clock.seconds();
-    }
-  int best = 0;
-  double best_median = 0.0;
-  for (int f = 0; f < 3; ++f) {
-    std::sort(seconds[f], seconds[f] + rounds);
-    if (f == 0 || seconds[f][rounds / 2] < best_median) {
-      best = f;
-      best_median = seconds[f][rounds / 2];
-    }
-  }
-  return forms[best];
+// Per variant ([1]: error feedback), process-wide: a choice timed on one model's pass serves the
+// next model's.
+struct PrefetchChoice {
+  std::mutex mutex;
+  compress::impl::FormSelector selector[2];
+};
+
+PrefetchChoice& prefetch_choice() {
+  static PrefetchChoice choice;
+  return choice;
 }
 
-// The form for this call: the chosen one, else timed now if n is large enough, else the default.
+// A pass of the AVX-512 kernel with the prefetch form `automatic` stands for. Calls with at least
+// two_means_calibration_values entries are timed and recorded (the first one first times every
+// form on a window of the data, alternately, until each has a median); smaller calls, whose data
+// may sit in a cache, take the form chosen so far, or the previous fixed defaults before any.
 template <bool ErrorFeedback>
-compress::impl::TwoMeansPrefetch resolve_prefetch(const ExecutionSpace& exec, const ConstFloatView& g,
-                                                  const ConstFloatView& e, Index n) {
+TwoMeansResult adaptive_pass(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e, Index n) {
   using compress::impl::TwoMeansPrefetch;
-  auto& chosen = chosen_prefetch[ErrorFeedback ? 1 : 0];
-  TwoMeansPrefetch form = chosen.load(std::memory_order_relaxed);
-  if (form != TwoMeansPrefetch::automatic) return form;
-  if (n < compress::impl::two_means_calibration_values)
-    return ErrorFeedback ? TwoMeansPrefetch::non_temporal : TwoMeansPrefetch::all_levels;
-  form = calibrate<ErrorFeedback>(exec, g, e, n);
-  chosen.store(form, std::memory_order_relaxed);
-  return form;
+  auto& choice = prefetch_choice();
+  auto& selector = choice.selector[ErrorFeedback ? 1 : 0];
+  std::unique_lock<std::mutex> lock(choice.mutex);
+  if (n < compress::impl::two_means_calibration_values) {
+    const int fastest = selector.fastest();
+    lock.unlock();
+    const TwoMeansPrefetch form = fastest >= 0    ? prefetch_forms[fastest]
+                                  : ErrorFeedback ? TwoMeansPrefetch::non_temporal
+                                                  : TwoMeansPrefetch::all_levels;
+    return blocked_sums<ErrorFeedback>(exec, g, e, n, true, form);
+  }
+  const Index w = std::min(n, compress::impl::two_means_calibration_window);
+  while (!selector.ready()) {  // once per process and variant; other callers wait
+    const int form = selector.next();
+    const Stopwatch clock;
+    blocked_sums<ErrorFeedback>(exec, g, e, w, true, prefetch_forms[form]);
+    selector.record(form, clock.seconds() / static_cast<double>(w));
+  }
+  const int form = selector.next();
+  lock.unlock();
+  const Stopwatch clock;
+  const TwoMeansResult r = blocked_sums<ErrorFeedback>(exec, g, e, n, true, prefetch_forms[form]);
+  const double seconds = clock.seconds();
+  lock.lock();
+  selector.record(form, seconds / static_cast<double>(n));
+  return r;
 }
 
 template <bool ErrorFeedback>
@@ -308,8 +313,9 @@ TwoMeansResult run(const ExecutionSpace& exec, const ConstFloatView& g, const Co
   if constexpr (host_backend) {
     const bool avx512 = kernel == compress::impl::TwoMeansKernel::avx512;
     if (avx512 && prefetch == compress::impl::TwoMeansPrefetch::automatic)
-      prefetch = resolve_prefetch<ErrorFeedback>(exec, g, e, n);
-    r = blocked_sums<ErrorFeedback>(exec, g, e, n, avx512, prefetch);
+      r = adaptive_pass<ErrorFeedback>(exec, g, e, n);
+    else
+      r = blocked_sums<ErrorFeedback>(exec, g, e, n, avx512, prefetch);
   } else {
     Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::two_means"), Policy(exec, 0, n),
                             TwoMeansElementwise<ErrorFeedback>{g, e}, r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
@@ -338,8 +344,11 @@ const char* to_string(TwoMeansPrefetch prefetch) noexcept {
   }
 }
 
-TwoMeansPrefetch two_means_prefetch_chosen(bool error_feedback) noexcept {
-  return chosen_prefetch[error_feedback ? 1 : 0].load(std::memory_order_relaxed);
+TwoMeansPrefetch two_means_prefetch_chosen(bool error_feedback) {
+  auto& choice = prefetch_choice();
+  const std::lock_guard<std::mutex> lock(choice.mutex);
+  const int fastest = choice.selector[error_feedback ? 1 : 0].fastest();
+  return fastest >= 0 ? prefetch_forms[fastest] : TwoMeansPrefetch::automatic;
 }
 
 bool two_means_avx512_available() noexcept {

@@ -16,26 +16,29 @@ enum class TwoMeansKernel { portable, avx512 };
 
 /// Software prefetch of the `avx512` kernel, 8 KB ahead in each stream it reads (the portable
 /// kernel and device backends have none). The forms give the same bits; only their speed differs.
-/// - `automatic`: the form chosen for this variant (error feedback or plain) by timing all three
-///   on the data of the first call with at least two_means_calibration_values entries; until
-///   then, non-temporal with error feedback and all levels without.
+/// - `automatic`: per variant (error feedback or plain), the form whose recent passes of at least
+///   two_means_calibration_values entries were fastest (impl/FormSelector.hpp): the first such
+///   call times all three alternately on a window of its data, and every later one is timed, one
+///   in 16 of them running another form so that the choice follows the machine. Smaller calls
+///   take the current choice untimed; before there is one, non-temporal with error feedback and
+///   all levels without.
 enum class TwoMeansPrefetch { automatic, none, all_levels, non_temporal };
 
-/// Entries from which the first call of a variant times the prefetch forms (16 MB per stream:
-/// beyond the caches whose prefetchers the choice is about).
+/// Entries from which a call is timed for the choice (16 MB per stream: beyond the caches whose
+/// prefetchers the choice is about).
 inline constexpr Index two_means_calibration_values = Index(1) << 22;
 
-/// Entries the timing reads per pass at most (64 MB per stream), so that it costs at most nine
-/// such passes once per process.
+/// Entries the first timing of the forms reads per pass at most (64 MB per stream): 15 passes
+/// once per process and variant.
 inline constexpr Index two_means_calibration_window = Index(1) << 24;
 
 /// Name of a form, for reports ("automatic", "none", "all_levels", "non_temporal").
 const char* to_string(TwoMeansPrefetch prefetch) noexcept;
 
-/// The form `automatic` stands for in this process, for the error-feedback or the plain
-/// variant: `automatic` until the first call that times them (and always where the avx512 kernel
+/// The form `automatic` stands for now in this process, for the error-feedback or the plain
+/// variant: `automatic` until a call has timed the forms (and always where the avx512 kernel
 /// does not run).
-TwoMeansPrefetch two_means_prefetch_chosen(bool error_feedback) noexcept;
+TwoMeansPrefetch two_means_prefetch_chosen(bool error_feedback);
 
 /// Whether this build has the avx512 kernel (x86-64, GCC or Clang, host SIMD clones enabled) and
 /// the CPU runs it.
