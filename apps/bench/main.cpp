@@ -446,6 +446,7 @@ int run(int argc, char** argv, const Communicator& comm) {
       std::vector<double> t_read[3], t_ef, t_read_one[3], t_plain;
       // Untimed: where the methods above did not run A2SGD, the first large call of each variant
       // times the kernel's prefetch forms (impl/TwoMeansKernels.hpp), which no sample may include.
+      // Later calls are timed too, and one in 16 runs another form: one or two of the samples.
       sink += two_means(exec, g0, e).sum_pos + two_means(exec, g0, ConstFloatView()).sum_pos;
       comm.barrier();
       for (int r = 0; r < c.warmup + c.repeats; ++r) {
@@ -486,8 +487,8 @@ int run(int argc, char** argv, const Communicator& comm) {
             std::isfinite(sink) ? "" : " (non-finite sums)");
       if (root && compress::impl::two_means_avx512_available())
         std::printf(
-            "two-means AVX-512 kernel's software prefetch (timed at its first large call): with error feedback "
-            "%s, plain %s\n",
+            "two-means AVX-512 kernel's software prefetch (the fastest in the timings of its calls): with error "
+            "feedback %s, plain %s\n",
             compress::impl::to_string(compress::impl::two_means_prefetch_chosen(true)),
             compress::impl::to_string(compress::impl::two_means_prefetch_chosen(false)));
     }
