@@ -444,6 +444,14 @@ int run(int argc, char** argv, const Communicator& comm) {
         sink += sum;
       };
       std::vector<double> t_read[3], t_ef, t_read_one[3], t_plain;
+      // The AVX-512 kernel with each prefetch form forced, next to the library's choice, so that a
+      // run shows which form the machine favours at the time and what the choice is worth.
+      using compress::impl::TwoMeansKernel;
+      using compress::impl::TwoMeansPrefetch;
+      const bool forms = compress::impl::two_means_avx512_available();
+      constexpr TwoMeansPrefetch prefetch[3] = {TwoMeansPrefetch::none, TwoMeansPrefetch::all_levels,
+                                                TwoMeansPrefetch::non_temporal};
+      std::vector<double> t_ef_form[3], t_plain_form[3];
       // Untimed: where the methods above did not run A2SGD, the first large call of each variant
       // times the kernel's prefetch forms (impl/TwoMeansKernels.hpp), which no sample may include.
       // Later calls are timed too, and one in 16 runs another form: one or two of the samples.
@@ -461,10 +469,19 @@ int run(int argc, char** argv, const Communicator& comm) {
           timed(t[1], [&] { read(ReadStreams<Two, 1>{g0, e, n}); });
           timed(t[2], [&] { read(ReadStreams<Two, 2>{g0, e, n}); });
         };
+        auto kernel_forms = [&](const ConstFloatView& residual, std::vector<double>(&t)[3]) {
+          if (!forms) return;
+          for (int f = 0; f < 3; ++f)
+            timed(t[f], [&] {
+              sink += compress::impl::two_means(exec, g0, residual, TwoMeansKernel::avx512, prefetch[f]).sum_pos;
+            });
+        };
         read_forms(std::true_type{}, t_read);
         timed(t_ef, [&] { sink += two_means(exec, g0, e).sum_pos; });
+        kernel_forms(e, t_ef_form);
         read_forms(std::false_type{}, t_read_one);
         timed(t_plain, [&] { sink += two_means(exec, g0, ConstFloatView()).sum_pos; });
+        kernel_forms(ConstFloatView(), t_plain_form);
       }
       // Each ceiling: the fastest of its three forms (no, all-level and non-temporal prefetch).
       auto fastest = [&](std::vector<double>(&t)[3]) {
@@ -485,12 +502,25 @@ int run(int argc, char** argv, const Communicator& comm) {
             "ceiling, %.1f GB/s)%s\n",
             ef_gbs, 100.0 * ef_gbs / read_gbs, read_gbs, plain_gbs, 100.0 * plain_gbs / read_one_gbs, read_one_gbs,
             std::isfinite(sink) ? "" : " (non-finite sums)");
-      if (root && compress::impl::two_means_avx512_available())
-        std::printf(
-            "two-means AVX-512 kernel's software prefetch (the fastest in the timings of its calls): with error "
-            "feedback %s, plain %s\n",
-            compress::impl::to_string(compress::impl::two_means_prefetch_chosen(true)),
-            compress::impl::to_string(compress::impl::two_means_prefetch_chosen(false)));
+      if (forms) {
+        std::string line;
+        for (const bool feedback : {true, false}) {
+          line += feedback ? "with error feedback" : "; plain";
+          for (int f = 0; f < 3; ++f) {
+            const double s = slowest(comm, median(feedback ? t_ef_form[f] : t_plain_form[f]));
+            row("reference",
+                std::string(feedback ? "two_means_ef_" : "two_means_plain_") + compress::impl::to_string(prefetch[f]),
+                n, p, 0, 0, s, 0, 0, s, 0, 0);
+            line += std::string(f ? ", " : " ") + compress::impl::to_string(prefetch[f]) + " " +
+                    std::to_string(std::lround(100.0 * (feedback ? read_s : read_one_s) / s)) + "%";
+          }
+          line += std::string(" (chosen: ") +
+                  compress::impl::to_string(compress::impl::two_means_prefetch_chosen(feedback)) + ")";
+        }
+        if (root)
+          std::printf("two-means AVX-512 kernel by software prefetch form, %% of the same read ceilings: %s\n",
+                      line.c_str());
+      }
     }
     for (const auto& m : results) {
       if (m.method != "topk") continue;
