@@ -70,10 +70,10 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 // Software prefetch, two_means_prefetch_distance values ahead (8 KB, into the next blocks), in one
 // of three forms: none, into all cache levels, or non-temporal. Which one is fastest is not a
 // property of the CPU model, nor fixed on one machine: on one 2-core AMD EPYC VM the
-// error-feedback pass ran fastest without software prefetch in one hour (about 10% ahead of
-// non-temporal) and non-temporal in the next (25-38% ahead of none; docs/methods.md). So large
-// calls are timed and the form chosen from their timings (adaptive_pass() below). Prefetching
-// changes no arithmetic: every form gives the same bits.
+// error-feedback pass ran at 80-87% of the read ceiling without prefetch and up to 102% with it,
+// and minutes later at 89-94% without and 78-92% with (docs/methods.md). So large calls are
+// timed and the form chosen from their timings (adaptive_pass() below). Prefetching changes no
+// arithmetic: every form gives the same bits.
 //
 // NaN: the positive mask is "not less or equal, unordered", so a NaN entry is added to the
 // positive sum and makes it NaN, which sends the caller to the non-finite count, as in the
