@@ -289,7 +289,10 @@ TwoMeansResult adaptive_pass(const ExecutionSpace& exec, const ConstFloatView& g
     return blocked_sums<ErrorFeedback>(exec, g, e, n, true, form);
   }
   const Index w = std::min(n, compress::impl::two_means_calibration_window);
-  while (!selector.ready()) {  // once per process and variant; other callers wait
+  // Once per process and variant (other callers wait): 15 passes fill the selector. The bound
+  // only guards against timings it would refuse, which a steady clock does not give.
+  constexpr int most_passes = 2 * compress::impl::FormSelector::forms * compress::impl::FormSelector::window;
+  for (int pass = 0; pass < most_passes && !selector.ready(); ++pass) {
     const int form = selector.next();
     const Stopwatch clock;
     blocked_sums<ErrorFeedback>(exec, g, e, w, true, prefetch_forms[form]);
