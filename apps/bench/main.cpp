@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -447,10 +448,9 @@ int run(int argc, char** argv, const Communicator& comm) {
       // The AVX-512 kernel with each prefetch form forced, next to the library's choice, so that a
       // run shows which form the machine favours at the time and what the choice is worth.
       using compress::impl::TwoMeansKernel;
-      using compress::impl::TwoMeansPrefetch;
       const bool forms = compress::impl::two_means_avx512_available();
-      constexpr TwoMeansPrefetch prefetch[3] = {TwoMeansPrefetch::none, TwoMeansPrefetch::all_levels,
-                                                TwoMeansPrefetch::non_temporal};
+      constexpr auto& prefetch = compress::impl::two_means_prefetch_forms;
+      static_assert(std::size(prefetch) == 3);
       std::vector<double> t_ef_form[3], t_plain_form[3];
       // Untimed: where the methods above did not run A2SGD, the first large call of each variant
       // times the kernel's prefetch forms (impl/TwoMeansKernels.hpp), which no sample may include.

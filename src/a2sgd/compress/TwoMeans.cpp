@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -253,10 +254,9 @@ TwoMeansResult blocked_sums(const ExecutionSpace& exec, const ConstFloatView& g,
   return r;
 }
 
-// The AVX-512 kernel's prefetch forms, in the selector's numbering.
-constexpr compress::impl::TwoMeansPrefetch prefetch_forms[compress::impl::FormSelector::forms] = {
-    compress::impl::TwoMeansPrefetch::none, compress::impl::TwoMeansPrefetch::all_levels,
-    compress::impl::TwoMeansPrefetch::non_temporal};
+// The selector numbers the forms as two_means_prefetch_forms lists them.
+constexpr auto& prefetch_forms = compress::impl::two_means_prefetch_forms;
+static_assert(std::size(prefetch_forms) == compress::impl::FormSelector::forms);
 
 // Per variant ([1]: error feedback), process-wide: a choice timed on one model's pass serves the
 // next model's.
@@ -288,23 +288,28 @@ TwoMeansResult adaptive_pass(const ExecutionSpace& exec, const ConstFloatView& g
                                                   : TwoMeansPrefetch::all_levels;
     return blocked_sums<ErrorFeedback>(exec, g, e, n, true, form);
   }
+  // A pass over the first `count` entries with `form`, and its seconds per entry.
+  double seconds_per_entry = 0.0;
+  auto timed_pass = [&](Index count, int form) {
+    const Stopwatch clock;
+    const TwoMeansResult r = blocked_sums<ErrorFeedback>(exec, g, e, count, true, prefetch_forms[form]);
+    seconds_per_entry = clock.seconds() / static_cast<double>(count);
+    return r;
+  };
   const Index w = std::min(n, compress::impl::two_means_calibration_window);
   // Once per process and variant (other callers wait): 15 passes fill the selector. The bound
   // only guards against timings it would refuse, which a steady clock does not give.
   constexpr int most_passes = 2 * compress::impl::FormSelector::forms * compress::impl::FormSelector::window;
   for (int pass = 0; pass < most_passes && !selector.ready(); ++pass) {
     const int form = selector.next();
-    const Stopwatch clock;
-    blocked_sums<ErrorFeedback>(exec, g, e, w, true, prefetch_forms[form]);
-    selector.record(form, clock.seconds() / static_cast<double>(w));
+    timed_pass(w, form);
+    selector.record(form, seconds_per_entry);
   }
   const int form = selector.next();
   lock.unlock();
-  const Stopwatch clock;
-  const TwoMeansResult r = blocked_sums<ErrorFeedback>(exec, g, e, n, true, prefetch_forms[form]);
-  const double seconds = clock.seconds();
+  const TwoMeansResult r = timed_pass(n, form);
   lock.lock();
-  selector.record(form, seconds / static_cast<double>(n));
+  selector.record(form, seconds_per_entry);
   return r;
 }
 

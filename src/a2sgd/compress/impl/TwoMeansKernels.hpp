@@ -24,8 +24,13 @@ enum class TwoMeansKernel { portable, avx512 };
 ///   all levels without.
 enum class TwoMeansPrefetch { automatic, none, all_levels, non_temporal };
 
-/// Entries from which a call is timed for the choice (16 MB per stream: beyond the caches whose
-/// prefetchers the choice is about).
+/// The forms `automatic` chooses among.
+inline constexpr TwoMeansPrefetch two_means_prefetch_forms[] = {TwoMeansPrefetch::none, TwoMeansPrefetch::all_levels,
+                                                                TwoMeansPrefetch::non_temporal};
+
+/// Entries from which a call is timed for the choice (16 MB per stream; the data of smaller calls
+/// may sit partly in a cache, where a timing says little about the memory streams the choice is
+/// for).
 inline constexpr Index two_means_calibration_values = Index(1) << 22;
 
 /// Entries the first timing of the forms reads per pass at most (64 MB per stream): 15 passes
