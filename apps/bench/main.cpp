@@ -458,7 +458,10 @@ int run(int argc, char** argv, const Communicator& comm) {
       sink += two_means(exec, g0, e).sum_pos + two_means(exec, g0, ConstFloatView()).sum_pos;
       comm.barrier();
       for (int r = 0; r < c.warmup + c.repeats; ++r) {
+        // Every rank starts each pass together: at several ranks a kernel then shares the memory
+        // with the same kernel on the other ranks, not with whichever pass they have drifted to.
         auto timed = [&](std::vector<double>& t, auto&& kernel) {
+          comm.barrier();
           Stopwatch clock;
           kernel();
           if (r >= c.warmup) t.push_back(clock.seconds());
