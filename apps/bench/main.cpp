@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <string>
@@ -457,34 +458,46 @@ int run(int argc, char** argv, const Communicator& comm) {
       // Later calls are timed too, and one in 16 runs another form: one or two of the samples.
       sink += two_means(exec, g0, e).sum_pos + two_means(exec, g0, ConstFloatView()).sum_pos;
       comm.barrier();
-      for (int r = 0; r < c.warmup + c.repeats; ++r) {
-        // Every rank starts each pass together: at several ranks a kernel then shares the memory
-        // with the same kernel on the other ranks, not with whichever pass they have drifted to.
-        auto timed = [&](std::vector<double>& t, auto&& kernel) {
-          comm.barrier();
-          Stopwatch clock;
-          kernel();
-          if (r >= c.warmup) t.push_back(clock.seconds());
-        };
-        auto read_forms = [&](auto two, std::vector<double>(&t)[3]) {
-          constexpr bool Two = decltype(two)::value;
-          timed(t[0], [&] { read(ReadStreams<Two, 0>{g0, e, n}); });
-          timed(t[1], [&] { read(ReadStreams<Two, 1>{g0, e, n}); });
-          timed(t[2], [&] { read(ReadStreams<Two, 2>{g0, e, n}); });
-        };
-        auto kernel_forms = [&](const ConstFloatView& residual, std::vector<double>(&t)[3]) {
-          if (!forms) return;
+      // One variant's passes in a round: its three read ceilings, the library's pass and, where the
+      // AVX-512 kernel runs, that kernel with each form forced.
+      struct Pass {
+        std::vector<double>* samples;
+        std::function<void()> run;
+      };
+      auto variant_passes = [&](auto two, std::vector<double>(&t_ceiling)[3], std::vector<double>& t_library,
+                                std::vector<double>(&t_forced)[3]) {
+        constexpr bool Two = decltype(two)::value;
+        const ConstFloatView residual = Two ? ConstFloatView(e) : ConstFloatView();
+        auto ceiling = [&](auto functor) { return std::function<void()>([&, functor] { read(functor); }); };
+        std::vector<Pass> passes = {{&t_ceiling[0], ceiling(ReadStreams<Two, 0>{g0, e, n})},
+                                    {&t_ceiling[1], ceiling(ReadStreams<Two, 1>{g0, e, n})},
+                                    {&t_ceiling[2], ceiling(ReadStreams<Two, 2>{g0, e, n})},
+                                    {&t_library, [&, residual] { sink += two_means(exec, g0, residual).sum_pos; }}};
+        if (forms)
           for (int f = 0; f < 3; ++f)
-            timed(t[f], [&] {
-              sink += compress::impl::two_means(exec, g0, residual, TwoMeansKernel::avx512, prefetch[f]).sum_pos;
-            });
-        };
-        read_forms(std::true_type{}, t_read);
-        timed(t_ef, [&] { sink += two_means(exec, g0, e).sum_pos; });
-        kernel_forms(e, t_ef_form);
-        read_forms(std::false_type{}, t_read_one);
-        timed(t_plain, [&] { sink += two_means(exec, g0, ConstFloatView()).sum_pos; });
-        kernel_forms(ConstFloatView(), t_plain_form);
+            passes.push_back(
+                {&t_forced[f], [&, residual, f] {
+                   sink += compress::impl::two_means(exec, g0, residual, TwoMeansKernel::avx512, prefetch[f]).sum_pos;
+                 }});
+        return passes;
+      };
+      const std::vector<Pass> variants[2] = {variant_passes(std::true_type{}, t_read, t_ef, t_ef_form),
+                                             variant_passes(std::false_type{}, t_read_one, t_plain, t_plain_form)};
+      for (int r = 0; r < c.warmup + c.repeats; ++r) {
+        for (const auto& passes : variants) {
+          // Round r starts at pass r: over the rounds every pass takes every place in the order, so
+          // that whatever a pass leaves behind in the memory system (open DRAM pages, trained
+          // prefetchers, cached lines) falls on every pass alike instead of always on the same one.
+          // Every rank starts each pass together: at several ranks a kernel then shares the memory
+          // with the same kernel on the other ranks, not with whichever pass they have drifted to.
+          for (std::size_t k = 0; k < passes.size(); ++k) {
+            const Pass& pass = passes[(k + static_cast<std::size_t>(r)) % passes.size()];
+            comm.barrier();
+            Stopwatch clock;
+            pass.run();
+            if (r >= c.warmup) pass.samples->push_back(clock.seconds());
+          }
+        }
       }
       // Each ceiling: the fastest of its three forms (no, all-level and non-temporal prefetch).
       auto fastest = [&](std::vector<double>(&t)[3]) {
