@@ -486,8 +486,8 @@ int run(int argc, char** argv, const Communicator& comm) {
       for (int r = 0; r < c.warmup + c.repeats; ++r) {
         for (const auto& passes : variants) {
           // Round r starts at pass r: over the rounds every pass takes every place in the order, so
-          // that whatever a pass leaves behind in the memory system (open DRAM pages, trained
-          // prefetchers, cached lines) falls on every pass alike instead of always on the same one.
+          // that whatever a pass leaves behind in the memory system falls on every pass alike
+          // instead of always on the same one.
           // Every rank starts each pass together: at several ranks a kernel then shares the memory
           // with the same kernel on the other ranks, not with whichever pass they have drifted to.
           for (std::size_t k = 0; k < passes.size(); ++k) {
