@@ -9,6 +9,7 @@
 // bytes differ from its documented formula).
 #include "../common/AppMain.hpp"
 #include "BenchConfig.hpp"
+#include "CacheEviction.hpp"
 #include "KernelTraffic.hpp"
 
 #include <a2sgd/a2sgd.hpp>
@@ -439,6 +440,9 @@ int run(int argc, char** argv, const Communicator& comm) {
       double sink = 0.0;
       // Interleaved with the read ceilings on the same buffers, repeat by repeat: on a shared
       // machine memory bandwidth drifts between the ceilings measured at the start and this point.
+      // Every timed pass starts with both buffers evicted from the caches (CacheEviction.hpp).
+      const bool evict = host_backend && can_evict_caches;
+      const std::size_t buffer_bytes = sizeof(float) * static_cast<std::size_t>(n);
       const Index items = host_backend ? (n + ReadStreams<true>::block - 1) / ReadStreams<true>::block : n;
       auto read = [&](auto functor) {
         double sum = 0.0;
@@ -449,6 +453,7 @@ int run(int argc, char** argv, const Communicator& comm) {
       // The AVX-512 kernel with each prefetch form forced, next to the library's choice, so that a
       // run shows which form the machine favours at the time and what the choice is worth.
       using compress::impl::TwoMeansKernel;
+      using compress::impl::TwoMeansPrefetch;
       const bool forms = compress::impl::two_means_avx512_available();
       constexpr auto& prefetch = compress::impl::two_means_prefetch_forms;
       static_assert(std::size(prefetch) == 3);
@@ -483,8 +488,20 @@ int run(int argc, char** argv, const Communicator& comm) {
       };
       const std::vector<Pass> variants[2] = {variant_passes(std::true_type{}, t_read, t_ef, t_ef_form),
                                              variant_passes(std::false_type{}, t_read_one, t_plain, t_plain_form)};
+      // The library's kernel on data already in cache, in the same rounds: its own rate where
+      // memory does not bound it. A pass can run at the memory's rate only if this is well above
+      // the read ceiling. Without software prefetch: near the end of a small slice the prefetches
+      // would fetch lines past it from memory.
+      const TwoMeansKernel cached_kernel =
+          compress::impl::two_means_avx512_available() ? TwoMeansKernel::avx512 : TwoMeansKernel::portable;
+      const Index cached = std::min<Index>(n, Index(1) << 15);  // 128 KB per buffer: in L2
+      constexpr int cached_calls = 32;
+      const ConstFloatView g_cached = Kokkos::subview(g0, std::make_pair(Index(0), cached));
+      const ConstFloatView e_cached = Kokkos::subview(e, std::make_pair(Index(0), cached));
+      std::vector<double> t_cached[2];  // [0]: error feedback, seconds per call
       for (int r = 0; r < c.warmup + c.repeats; ++r) {
-        for (const auto& passes : variants) {
+        for (int v = 0; v < 2; ++v) {
+          const std::vector<Pass>& passes = variants[v];
           // Round r starts at pass r: over the rounds every pass takes every place in the order, so
           // that whatever a pass leaves behind in the memory system falls on every pass alike
           // instead of always on the same one.
@@ -492,11 +509,25 @@ int run(int argc, char** argv, const Communicator& comm) {
           // with the same kernel on the other ranks, not with whichever pass they have drifted to.
           for (std::size_t k = 0; k < passes.size(); ++k) {
             const Pass& pass = passes[(k + static_cast<std::size_t>(r)) % passes.size()];
+            if (evict) {
+              evict_from_caches(g0.data(), buffer_bytes);
+              evict_from_caches(e.data(), buffer_bytes);
+            }
             comm.barrier();
             Stopwatch clock;
             pass.run();
             if (r >= c.warmup) pass.samples->push_back(clock.seconds());
           }
+          // One untimed call brings the slice into the cache.
+          const ConstFloatView residual = v == 0 ? e_cached : ConstFloatView();
+          auto cached_pass = [&] {
+            return compress::impl::two_means(exec, g_cached, residual, cached_kernel, TwoMeansPrefetch::none).sum_pos;
+          };
+          sink += cached_pass();
+          comm.barrier();
+          Stopwatch clock;
+          for (int k = 0; k < cached_calls; ++k) sink += cached_pass();
+          if (r >= c.warmup) t_cached[v].push_back(clock.seconds() / cached_calls);
         }
       }
       // Each ceiling: the fastest of its three forms (no, all-level and non-temporal prefetch).
@@ -511,13 +542,24 @@ int run(int argc, char** argv, const Communicator& comm) {
       row("reference", "two_means_plain", n, p, 0, 0, plain_s, 0, 0, plain_s, 0, 0);
       row("reference", "read_interleaved", n, p, 0, 0, 0, 0, 0, read_s, 0, 0);
       row("reference", "read_one_interleaved", n, p, 0, 0, 0, 0, 0, read_one_s, 0, 0);
+      const double ef_cached_s = slowest(comm, median(t_cached[0])),
+                   plain_cached_s = slowest(comm, median(t_cached[1]));
+      const double ef_cached_gbs = 8.0 * static_cast<double>(cached) / ef_cached_s / 1e9;
+      const double plain_cached_gbs = 4.0 * static_cast<double>(cached) / plain_cached_s / 1e9;
+      row("reference", "two_means_ef_cached", cached, p, 0, 0, ef_cached_s, 0, 0, ef_cached_s, 0, 0);
+      row("reference", "two_means_plain_cached", cached, p, 0, 0, plain_cached_s, 0, 0, plain_cached_s, 0, 0);
       if (root)
         std::printf(
-            "two-means pass, interleaved with read ceilings on the same buffers: with error feedback %.1f GB/s "
+            "two-means pass, interleaved with read ceilings on the same buffers%s: with error feedback %.1f GB/s "
             "(%.0f%% of the two-stream read ceiling, %.1f GB/s), plain %.1f GB/s (%.0f%% of the one-stream read "
-            "ceiling, %.1f GB/s)%s\n",
+            "ceiling, %.1f GB/s)%s\n"
+            "two-means kernel in cache (the first %lld values, no software prefetch, %d calls back to back, same "
+            "rounds): with error feedback "
+            "%.1f GB/s (%.2fx the two-stream read ceiling), plain %.1f GB/s (%.2fx the one-stream read ceiling)\n",
+            evict ? ", every pass starting with them evicted from the caches" : " (caches not evicted in this build)",
             ef_gbs, 100.0 * ef_gbs / read_gbs, read_gbs, plain_gbs, 100.0 * plain_gbs / read_one_gbs, read_one_gbs,
-            std::isfinite(sink) ? "" : " (non-finite sums)");
+            std::isfinite(sink) ? "" : " (non-finite sums)", static_cast<long long>(cached), cached_calls,
+            ef_cached_gbs, ef_cached_gbs / read_gbs, plain_cached_gbs, plain_cached_gbs / read_one_gbs);
       if (forms) {
         std::string line;
         for (const bool feedback : {true, false}) {
