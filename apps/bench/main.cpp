@@ -9,11 +9,11 @@
 // bytes differ from its documented formula).
 #include "../common/AppMain.hpp"
 #include "BenchConfig.hpp"
-#include "CacheEviction.hpp"
 #include "KernelTraffic.hpp"
 
 #include <a2sgd/a2sgd.hpp>
 #include <a2sgd/compress/impl/TwoMeansKernels.hpp>
+#include <a2sgd/core/impl/CacheEviction.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 
 #include <a2sgd/core/impl/Gemm.hpp>
@@ -440,8 +440,8 @@ int run(int argc, char** argv, const Communicator& comm) {
       double sink = 0.0;
       // Interleaved with the read ceilings on the same buffers, repeat by repeat: on a shared
       // machine memory bandwidth drifts between the ceilings measured at the start and this point.
-      // Every timed pass starts with both buffers evicted from the caches (CacheEviction.hpp).
-      const bool evict = host_backend && can_evict_caches;
+      // Every timed pass starts with both buffers evicted from the caches (core/impl/CacheEviction.hpp).
+      const bool evict = host_backend && impl::can_evict_caches;
       const std::size_t buffer_bytes = sizeof(float) * static_cast<std::size_t>(n);
       const Index items = host_backend ? (n + ReadStreams<true>::block - 1) / ReadStreams<true>::block : n;
       auto read = [&](auto functor) {
@@ -510,8 +510,8 @@ int run(int argc, char** argv, const Communicator& comm) {
           for (std::size_t k = 0; k < passes.size(); ++k) {
             const Pass& pass = passes[(k + static_cast<std::size_t>(r)) % passes.size()];
             if (evict) {
-              evict_from_caches(g0.data(), buffer_bytes);
-              evict_from_caches(e.data(), buffer_bytes);
+              impl::evict_from_caches(g0.data(), buffer_bytes);
+              impl::evict_from_caches(e.data(), buffer_bytes);
             }
             comm.barrier();
             Stopwatch clock;

@@ -4,6 +4,7 @@
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/Math.hpp>
+#include <a2sgd/core/impl/CacheEviction.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 
 #include <algorithm>
@@ -299,9 +300,14 @@ TwoMeansResult adaptive_pass(const ExecutionSpace& exec, const ConstFloatView& g
   const Index w = std::min(n, compress::impl::two_means_calibration_window);
   // Once per process and variant (other callers wait): 15 passes fill the selector. The bound
   // only guards against timings it would refuse, which a steady clock does not give.
+  // Each pass starts with the window out of the caches: back to back, a pass would find part of
+  // the window its predecessor left in the last-level cache, and how much depends on the
+  // predecessor's form; the forms differ only in how they fetch from memory.
   constexpr int most_passes = 2 * compress::impl::FormSelector::forms * compress::impl::FormSelector::window;
   for (int pass = 0; pass < most_passes && !selector.ready(); ++pass) {
     const int form = selector.next();
+    impl::evict_from_caches(g.data(), sizeof(float) * static_cast<std::size_t>(w));
+    if constexpr (ErrorFeedback) impl::evict_from_caches(e.data(), sizeof(float) * static_cast<std::size_t>(w));
     timed_pass(w, form);
     selector.record(form, seconds_per_entry);
   }

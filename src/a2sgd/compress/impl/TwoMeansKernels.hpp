@@ -18,7 +18,8 @@ enum class TwoMeansKernel { portable, avx512 };
 /// kernel and device backends have none). The forms give the same bits; only their speed differs.
 /// - `automatic`: per variant (error feedback or plain), the form whose recent passes of at least
 ///   two_means_calibration_values entries were fastest (impl/FormSelector.hpp): the first such
-///   call times all three alternately on a window of its data, and every later one is timed, one
+///   call times all three alternately on a window of its data (each pass starting with the window
+///   evicted from the caches, on x86-64), and every later one is timed, one
 ///   in 16 of them running another form so that the choice follows the machine. Smaller calls
 ///   take the current choice untimed; before there is one, non-temporal with error feedback and
 ///   all levels without.
