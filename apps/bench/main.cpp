@@ -89,10 +89,9 @@ double time_kernel(const Communicator& comm, int warmup, int repeats, Kernel&& k
 // (two to eight vector registers, so no single add chain bounds the loop) in a function compiled
 // per ISA like the library's kernels (impl/HostClones.hpp): bound by loads alone.
 // Two is false for the one-stream variant (the plain two-means pass reads g alone). Prefetch adds
-// software prefetches 8 KB ahead like the two-means kernels (1: into all cache levels, as the
-// plain pass; 2: non-temporal, as the error-feedback pass); a ceiling is the fastest of its
-// three forms, so that a kernel's prefetching cannot beat a ceiling that lacks it.
-template <bool Two, int Prefetch>
+// software prefetches Distance bytes ahead in each stream, as the two-means kernels do (1: into
+// all cache levels; 2: non-temporal).
+template <bool Two, int Prefetch, int Distance>
 A2SGD_HOST_CLONES float read_block(const float* a, const float* b, Index count) {
   constexpr int lanes = 32;
   constexpr int locality = Prefetch == 2 ? 0 : 3;
@@ -101,11 +100,11 @@ A2SGD_HOST_CLONES float read_block(const float* a, const float* b, Index count) 
   for (; i + lanes <= count; i += lanes) {
     if constexpr (Prefetch > 0) {
       // Integer arithmetic: the address may lie past the end of the buffer (a prefetch never faults).
-      const auto ahead = reinterpret_cast<std::uintptr_t>(a + i) + 8192;
+      const auto ahead = reinterpret_cast<std::uintptr_t>(a + i) + Distance;
       __builtin_prefetch(reinterpret_cast<const void*>(ahead), 0, locality);
       __builtin_prefetch(reinterpret_cast<const void*>(ahead + 64), 0, locality);
       if constexpr (Two) {
-        const auto ahead_b = reinterpret_cast<std::uintptr_t>(b + i) + 8192;
+        const auto ahead_b = reinterpret_cast<std::uintptr_t>(b + i) + Distance;
         __builtin_prefetch(reinterpret_cast<const void*>(ahead_b), 0, locality);
         __builtin_prefetch(reinterpret_cast<const void*>(ahead_b + 64), 0, locality);
       }
@@ -119,7 +118,7 @@ A2SGD_HOST_CLONES float read_block(const float* a, const float* b, Index count) 
 }
 
 // Work item: a block on a host backend, an entry on a device.
-template <bool Two, int Prefetch = 0>
+template <bool Two, int Prefetch = 0, int Distance = 8192>
 struct ReadStreams {
   static constexpr Index block = 4096;
   ConstFloatView a, b;
@@ -127,12 +126,31 @@ struct ReadStreams {
   KOKKOS_INLINE_FUNCTION void operator()(Index item, double& sum) const {
     if constexpr (host_backend) {
       const Index begin = item * block;
-      sum += read_block<Two, Prefetch>(a.data() + begin, b.data() + begin, begin + block < n ? block : n - begin);
+      sum += read_block<Two, Prefetch, Distance>(a.data() + begin, b.data() + begin,
+                                                 begin + block < n ? block : n - begin);
     } else {
       sum += Two ? a(item) + b(item) : a(item);
     }
   }
 };
+
+// The forms of a read ceiling over (a, b, n), each passed to f: no software prefetch; prefetch into
+// all cache levels and non-temporal, 8 KB ahead (the plain two-means kernel's distance) and, with
+// two streams, 4 KB ahead (the error-feedback kernel's). A ceiling is the fastest of its forms, so
+// that a kernel's prefetching cannot beat a ceiling that lacks it.
+template <bool Two>
+inline constexpr int read_forms = Two ? 5 : 3;
+
+template <bool Two, class F>
+void for_each_read_form(const ConstFloatView& a, const ConstFloatView& b, Index n, F&& f) {
+  f(ReadStreams<Two, 0>{a, b, n});
+  f(ReadStreams<Two, 1>{a, b, n});
+  f(ReadStreams<Two, 2>{a, b, n});
+  if constexpr (Two) {
+    f(ReadStreams<Two, 1, 4096>{a, b, n});
+    f(ReadStreams<Two, 2, 4096>{a, b, n});
+  }
+}
 
 Ceilings measure_ceilings(const Communicator& comm, Index n, int warmup, int repeats) {
   const auto size = static_cast<std::size_t>(n);
@@ -152,12 +170,12 @@ Ceilings measure_ceilings(const Communicator& comm, Index n, int warmup, int rep
              sink += sum;
            });
   };
-  // Each read ceiling: the fastest of its three prefetch forms.
+  // Each read ceiling: the fastest of its forms.
   auto fastest_read_gbs = [&](auto two, double bytes_per_value) {
-    constexpr bool Two = decltype(two)::value;
-    return std::max({read_gbs(ReadStreams<Two, 0>{a, b, n}, bytes_per_value),
-                     read_gbs(ReadStreams<Two, 1>{a, b, n}, bytes_per_value),
-                     read_gbs(ReadStreams<Two, 2>{a, b, n}, bytes_per_value)});
+    double fastest = 0.0;
+    for_each_read_form<decltype(two)::value>(
+        a, b, n, [&](auto functor) { fastest = std::max(fastest, read_gbs(functor, bytes_per_value)); });
+    return fastest;
   };
   ceil.read = fastest_read_gbs(std::true_type{}, 8.0);
   ceil.read_one = fastest_read_gbs(std::false_type{}, 4.0);
@@ -449,7 +467,8 @@ int run(int argc, char** argv, const Communicator& comm) {
         Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::bench::ceiling_read"), Policy(exec, 0, items), functor, sum);
         sink += sum;
       };
-      std::vector<double> t_read[3], t_ef, t_read_one[3], t_plain;
+      std::vector<std::vector<double>> t_read(read_forms<true>), t_read_one(read_forms<false>);
+      std::vector<double> t_ef, t_plain;
       // The AVX-512 kernel with each prefetch form forced, next to the library's choice, so that a
       // run shows which form the machine favours at the time and what the choice is worth.
       using compress::impl::TwoMeansKernel;
@@ -463,21 +482,21 @@ int run(int argc, char** argv, const Communicator& comm) {
       // Later calls are timed too, and one in 16 runs another form: one or two of the samples.
       sink += two_means(exec, g0, e).sum_pos + two_means(exec, g0, ConstFloatView()).sum_pos;
       comm.barrier();
-      // One variant's passes in a round: its three read ceilings, the library's pass and, where the
+      // One variant's passes in a round: its read ceilings, the library's pass and, where the
       // AVX-512 kernel runs, that kernel with each form forced.
       struct Pass {
         std::vector<double>* samples;
         std::function<void()> run;
       };
-      auto variant_passes = [&](auto two, std::vector<double>(&t_ceiling)[3], std::vector<double>& t_library,
+      auto variant_passes = [&](auto two, std::vector<std::vector<double>>& t_ceiling, std::vector<double>& t_library,
                                 std::vector<double>(&t_forced)[3]) {
         constexpr bool Two = decltype(two)::value;
         const ConstFloatView residual = Two ? ConstFloatView(e) : ConstFloatView();
-        auto ceiling = [&](auto functor) { return std::function<void()>([&, functor] { read(functor); }); };
-        std::vector<Pass> passes = {{&t_ceiling[0], ceiling(ReadStreams<Two, 0>{g0, e, n})},
-                                    {&t_ceiling[1], ceiling(ReadStreams<Two, 1>{g0, e, n})},
-                                    {&t_ceiling[2], ceiling(ReadStreams<Two, 2>{g0, e, n})},
-                                    {&t_library, [&, residual] { sink += two_means(exec, g0, residual).sum_pos; }}};
+        std::vector<Pass> passes;
+        for_each_read_form<Two>(g0, e, n, [&](auto functor) {
+          passes.push_back({&t_ceiling[passes.size()], [&, functor] { read(functor); }});
+        });
+        passes.push_back({&t_library, [&, residual] { sink += two_means(exec, g0, residual).sum_pos; }});
         if (forms)
           for (int f = 0; f < 3; ++f)
             passes.push_back(
@@ -530,9 +549,11 @@ int run(int argc, char** argv, const Communicator& comm) {
           if (r >= c.warmup) t_cached[v].push_back(clock.seconds() / cached_calls);
         }
       }
-      // Each ceiling: the fastest of its three forms (no, all-level and non-temporal prefetch).
-      auto fastest = [&](std::vector<double>(&t)[3]) {
-        return slowest(comm, std::min({median(t[0]), median(t[1]), median(t[2])}));
+      // Each ceiling: the fastest of its forms.
+      auto fastest = [&](const std::vector<std::vector<double>>& t) {
+        double seconds = median(t[0]);
+        for (const auto& samples : t) seconds = std::min(seconds, median(samples));
+        return slowest(comm, seconds);
       };
       const double read_s = fastest(t_read), read_one_s = fastest(t_read_one);
       const double ef_s = slowest(comm, median(t_ef)), plain_s = slowest(comm, median(t_plain));

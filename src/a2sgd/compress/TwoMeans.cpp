@@ -69,8 +69,11 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 // four merge-masked double accumulations into eight independent accumulators. The negative ones
 // are fused multiply-adds by 1.0 (exact product, one rounding: the same result as an add) so that
 // they can issue to the multiply pipes while the positive adds use the add pipes.
-// Software prefetch, two_means_prefetch_distance values ahead (8 KB, into the next blocks), in one
-// of three forms: none, into all cache levels, or non-temporal. Which one is fastest is not a
+// Software prefetch, two_means_prefetch_distance values ahead in each stream (into the next
+// blocks: 4 KB with error feedback, which reads two streams, and 8 KB plain; on one 2-core AMD
+// EPYC VM the error-feedback pass ran closer to its read ceiling with 4 KB than with 8 KB in
+// alternating runs, docs/methods.md), in one of three forms: none, into all cache levels, or
+// non-temporal. Which one is fastest is not a
 // property of the CPU model, nor fixed on one machine: on one 2-core AMD EPYC VM the
 // error-feedback pass ran at 80-87% of the read ceiling without prefetch and up to 102% with it,
 // and minutes later at 89-94% without and 78-92% with (docs/methods.md). So large calls are
@@ -88,7 +91,8 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-constexpr Index two_means_prefetch_distance = 2048;
+template <bool ErrorFeedback>
+constexpr Index two_means_prefetch_distance = ErrorFeedback ? 1024 : 2048;
 
 // Once per block: the eight lanes of an accumulator.
 [[maybe_unused]] __attribute__((target("avx512f"))) inline double lane_sum(__m512d v) {
@@ -115,11 +119,11 @@ template <bool ErrorFeedback, int Locality>
   for (; i + 32 <= count; i += 32) {
     if constexpr (Locality != no_prefetch) {
       // Integer arithmetic: the address may lie past the end of the buffer (a prefetch never faults).
-      const auto ahead = reinterpret_cast<std::uintptr_t>(g + i) + 4 * two_means_prefetch_distance;
+      const auto ahead = reinterpret_cast<std::uintptr_t>(g + i) + 4 * two_means_prefetch_distance<ErrorFeedback>;
       __builtin_prefetch(reinterpret_cast<const void*>(ahead), 0, Locality);
       __builtin_prefetch(reinterpret_cast<const void*>(ahead + 64), 0, Locality);
       if constexpr (ErrorFeedback) {
-        const auto ahead_e = reinterpret_cast<std::uintptr_t>(e + i) + 4 * two_means_prefetch_distance;
+        const auto ahead_e = reinterpret_cast<std::uintptr_t>(e + i) + 4 * two_means_prefetch_distance<ErrorFeedback>;
         __builtin_prefetch(reinterpret_cast<const void*>(ahead_e), 0, Locality);
         __builtin_prefetch(reinterpret_cast<const void*>(ahead_e + 64), 0, Locality);
       }

@@ -14,8 +14,9 @@ namespace a2sgd::compress::impl {
 /// `two_means()` takes `avx512` where it is available, else `portable`.
 enum class TwoMeansKernel { portable, avx512 };
 
-/// Software prefetch of the `avx512` kernel, 8 KB ahead in each stream it reads (the portable
-/// kernel and device backends have none). The forms give the same bits; only their speed differs.
+/// Software prefetch of the `avx512` kernel, ahead in each stream it reads by 4 KB with error
+/// feedback and 8 KB without (the portable kernel and device backends have none). The forms give the same bits; only
+/// their speed differs.
 /// - `automatic`: per variant (error feedback or plain), the form whose recent passes of at least
 ///   two_means_calibration_values entries were fastest (impl/FormSelector.hpp): the first such
 ///   call times all three alternately on a window of its data (each pass starting with the window
