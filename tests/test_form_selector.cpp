@@ -60,6 +60,36 @@ TEST_CASE("FormSelector runs the fastest form and explores the others in turn", 
   CHECK(runs[1] == calls - 10);
 }
 
+TEST_CASE("FormSelector keeps its preferred form unless another is clearly faster", "[form_selector]") {
+  static_assert(FormSelector::switch_margin > 0.0 && FormSelector::switch_margin < 0.5);
+  const double within = 1.0 - 0.5 * FormSelector::switch_margin;  // faster, but within the margin
+  const double beyond = 1.0 - 2.0 * FormSelector::switch_margin;  // faster by more than the margin
+  SECTION("another form faster within the margin: the preferred one runs") {
+    FormSelector selector(2);
+    fill(selector, {1.0, within, 1.0});
+    CHECK(selector.fastest() == 2);
+    CHECK(selector.next() == 2);
+  }
+  SECTION("another form faster by more than the margin: the fastest runs") {
+    FormSelector selector(2);
+    fill(selector, {1.0, beyond, 1.0});
+    CHECK(selector.fastest() == 1);
+    CHECK(selector.next() == 1);
+  }
+  SECTION("the preferred form is the fastest") {
+    FormSelector selector(1);
+    fill(selector, {beyond, 0.5 * beyond, within});
+    CHECK(selector.fastest() == 1);
+  }
+  SECTION("a preferred form out of range stands for form 0") {
+    for (const int preferred : {-1, FormSelector::forms}) {
+      FormSelector selector(preferred);
+      fill(selector, {1.0, within, within});
+      CHECK(selector.fastest() == 0);
+    }
+  }
+}
+
 TEST_CASE("FormSelector keeps its choice through a few interrupted timings", "[form_selector]") {
   FormSelector selector;
   fill(selector, {1.0, 2.0, 3.0});

@@ -263,11 +263,25 @@ TwoMeansResult blocked_sums(const ExecutionSpace& exec, const ConstFloatView& g,
 constexpr auto& prefetch_forms = compress::impl::two_means_prefetch_forms;
 static_assert(std::size(prefetch_forms) == compress::impl::FormSelector::forms);
 
+// The form both variants run unless timings say another is clearly faster, and before there are
+// any: in the runs of docs/methods.md that time every form forced, with each pass starting from
+// memory, non-temporal prefetch was the fastest form with error feedback in most runs and, plain,
+// at least as fast as prefetch into all levels in most.
+constexpr compress::impl::TwoMeansPrefetch preferred_form = compress::impl::TwoMeansPrefetch::non_temporal;
+
+constexpr int form_index(compress::impl::TwoMeansPrefetch form) {
+  for (int f = 0; f < compress::impl::FormSelector::forms; ++f)
+    if (prefetch_forms[f] == form) return f;
+  return -1;
+}
+static_assert(form_index(preferred_form) >= 0);
+
 // Per variant ([1]: error feedback), process-wide: a choice timed on one model's pass serves the
 // next model's.
 struct PrefetchChoice {
   std::mutex mutex;
-  compress::impl::FormSelector selector[2];
+  compress::impl::FormSelector selector[2] = {compress::impl::FormSelector(form_index(preferred_form)),
+                                              compress::impl::FormSelector(form_index(preferred_form))};
 };
 
 PrefetchChoice& prefetch_choice() {
@@ -278,7 +292,7 @@ PrefetchChoice& prefetch_choice() {
 // A pass of the AVX-512 kernel with the prefetch form `automatic` stands for. Calls with at least
 // two_means_calibration_values entries are timed and recorded (the first one first times every
 // form on a window of the data, alternately, until each has a median); smaller calls, whose data
-// may sit in a cache, take the form chosen so far, or the previous fixed defaults before any.
+// may sit in a cache, take the form chosen so far, or the preferred one before any.
 template <bool ErrorFeedback>
 TwoMeansResult adaptive_pass(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e, Index n) {
   using compress::impl::TwoMeansPrefetch;
@@ -288,9 +302,7 @@ TwoMeansResult adaptive_pass(const ExecutionSpace& exec, const ConstFloatView& g
   if (n < compress::impl::two_means_calibration_values) {
     const int fastest = selector.fastest();
     lock.unlock();
-    const TwoMeansPrefetch form = fastest >= 0    ? prefetch_forms[fastest]
-                                  : ErrorFeedback ? TwoMeansPrefetch::non_temporal
-                                                  : TwoMeansPrefetch::all_levels;
+    const TwoMeansPrefetch form = fastest >= 0 ? prefetch_forms[fastest] : preferred_form;
     return blocked_sums<ErrorFeedback>(exec, g, e, n, true, form);
   }
   // A pass over the first `count` entries with `form`, and its seconds per entry.

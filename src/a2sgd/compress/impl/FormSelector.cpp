@@ -11,18 +11,15 @@ bool FormSelector::ready() const noexcept {
 
 int FormSelector::fastest() const noexcept {
   if (!ready()) return -1;
-  int best = 0;
-  double best_median = 0.0;
+  double medians[forms];
   for (int f = 0; f < forms; ++f) {
     double timings[window];
     std::copy(m_timings[f], m_timings[f] + window, timings);
     std::nth_element(timings, timings + window / 2, timings + window);
-    if (f == 0 || timings[window / 2] < best_median) {
-      best = f;
-      best_median = timings[window / 2];
-    }
+    medians[f] = timings[window / 2];
   }
-  return best;
+  const int best = static_cast<int>(std::min_element(medians, medians + forms) - medians);
+  return medians[best] < (1.0 - switch_margin) * medians[m_preferred] ? best : m_preferred;
 }
 
 int FormSelector::next() noexcept {

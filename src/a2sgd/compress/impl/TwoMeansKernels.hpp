@@ -22,8 +22,8 @@ enum class TwoMeansKernel { portable, avx512 };
 ///   call times all three alternately on a window of its data (each pass starting with the window
 ///   evicted from the caches, on x86-64), and every later one is timed, one
 ///   in 16 of them running another form so that the choice follows the machine. Smaller calls
-///   take the current choice untimed; before there is one, non-temporal with error feedback and
-///   all levels without.
+///   take the current choice untimed; before there is one, non-temporal. The choice stays
+///   non-temporal unless another form's recent timings are clearly (5%) faster.
 enum class TwoMeansPrefetch { automatic, none, all_levels, non_temporal };
 
 /// The forms `automatic` chooses among.
