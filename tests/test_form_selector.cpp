@@ -93,14 +93,34 @@ TEST_CASE("FormSelector keeps its preferred form unless another is clearly faste
 TEST_CASE("FormSelector keeps its choice through a few interrupted timings", "[form_selector]") {
   FormSelector selector;
   fill(selector, {1.0, 2.0, 3.0});
-  // Two of five timings of the fastest form slowed down 10x (another process took the core): the
-  // median still ranks it first.
-  selector.record(0, 10.0);
-  selector.record(0, 10.0);
+  // Two of the chosen form's five latest timings slowed down 10x (another process took the core):
+  // an exploring call is compared with their median and still found slower.
+  for (const double t : {1.0, 1.0, 1.0, 10.0, 10.0}) selector.record(0, t);
+  selector.record(1, 2.0);
   CHECK(selector.fastest() == 0);
-  // A third one: now most of its recent timings say it is the slowest.
-  selector.record(0, 10.0);
+  // The chosen form stays 10x slower: once most of form 1's last comparisons say so, it takes over.
+  for (int i = 0; i < FormSelector::window; ++i) selector.record(0, 10.0);
+  selector.record(1, 2.0);
+  selector.record(1, 2.0);
+  CHECK(selector.fastest() == 0);
+  selector.record(1, 2.0);
   CHECK(selector.fastest() == 1);
+}
+
+TEST_CASE("FormSelector is not moved by a drift of the machine's speed", "[form_selector]") {
+  // Every form slows down by 1% per call, form 0 staying the fastest by more than the margin. The
+  // other forms run once in many calls: their timings against the chosen form's latest would
+  // measure the drift; their comparisons with the chosen form's timings of the same moment do not.
+  FormSelector selector;
+  const double slower = 1.0 + 2.0 * FormSelector::switch_margin;
+  fill(selector, {1.0, slower, slower});
+  for (int call = 1; call <= 40 * FormSelector::explore_period; ++call) {
+    const double drift = 1.0 + 0.01 * call;
+    const int form = selector.next();
+    selector.record(form, (form == 0 ? 1.0 : slower) * drift);
+    INFO("call " << call);
+    REQUIRE(selector.fastest() == 0);
+  }
 }
 
 TEST_CASE("FormSelector follows a change of the fastest form within a few exploring calls", "[form_selector]") {
@@ -117,8 +137,8 @@ TEST_CASE("FormSelector follows a change of the fastest form within a few explor
       break;
     }
   }
-  // Form 0 slows at once (it runs every call); form 1 takes over; form 2 needs a majority of new
-  // timings: 3 of 5, one per two exploring calls.
+  // Form 0 slows at once (it runs every call); each other form needs a majority of new
+  // comparisons, 3 of 5, one per two exploring calls: form 1 takes over, then form 2.
   INFO("switched after " << switched_after << " calls");
   CHECK(switched_after > 0);
   CHECK(switched_after <= (FormSelector::window / 2 + 1) * forms * FormSelector::explore_period);

@@ -15,15 +15,15 @@ namespace a2sgd::compress::impl {
 enum class TwoMeansKernel { portable, avx512 };
 
 /// Software prefetch of the `avx512` kernel, ahead in each stream it reads by 4 KB with error
-/// feedback and 8 KB without (the portable kernel and device backends have none). The forms give the same bits; only
-/// their speed differs.
-/// - `automatic`: per variant (error feedback or plain), the form whose recent passes of at least
-///   two_means_calibration_values entries were fastest (impl/FormSelector.hpp): the first such
-///   call times all three alternately on a window of its data (each pass starting with the window
-///   evicted from the caches, on x86-64), and every later one is timed, one
-///   in 16 of them running another form so that the choice follows the machine. Smaller calls
-///   take the current choice untimed; before there is one, non-temporal. The choice stays
-///   non-temporal unless another form's recent timings are clearly (5%) faster.
+/// feedback and 8 KB without (the portable kernel and device backends have none). The forms give
+/// the same bits; only their speed differs.
+/// - `automatic`: per variant (error feedback or plain), a form chosen from timings of the calls
+///   of at least two_means_calibration_values entries (impl/FormSelector.hpp). The first such call
+///   times all three alternately on a window of its data (each pass starting with the window
+///   evicted from the caches, on x86-64) and chooses non-temporal unless another form was at least
+///   5% faster; every later one is timed, one in 16 of them running another form, whose timing is
+///   compared with the chosen form's calls just before it, so that the choice follows the
+///   machine. Smaller calls take the current choice untimed; before there is one, non-temporal.
 enum class TwoMeansPrefetch { automatic, none, all_levels, non_temporal };
 
 /// The forms `automatic` chooses among.
