@@ -22,10 +22,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -138,9 +140,6 @@ struct ReadStreams {
 // all cache levels and non-temporal, 8 KB ahead (the plain two-means kernel's distance) and, with
 // two streams, 4 KB ahead (the error-feedback kernel's). A ceiling is the fastest of its forms, so
 // that a kernel's prefetching cannot beat a ceiling that lacks it.
-template <bool Two>
-inline constexpr int read_forms = Two ? 5 : 3;
-
 template <bool Two, class F>
 void for_each_read_form(const ConstFloatView& a, const ConstFloatView& b, Index n, F&& f) {
   f(ReadStreams<Two, 0>{a, b, n});
@@ -467,7 +466,8 @@ int run(int argc, char** argv, const Communicator& comm) {
         Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::bench::ceiling_read"), Policy(exec, 0, items), functor, sum);
         sink += sum;
       };
-      std::vector<std::vector<double>> t_read(read_forms<true>), t_read_one(read_forms<false>);
+      // Per form of each read ceiling (a deque: appending keeps the earlier forms' samples in place).
+      std::deque<std::vector<double>> t_read, t_read_one;
       std::vector<double> t_ef, t_plain;
       // The AVX-512 kernel with each prefetch form forced, next to the library's choice, so that a
       // run shows which form the machine favours at the time and what the choice is worth.
@@ -488,13 +488,13 @@ int run(int argc, char** argv, const Communicator& comm) {
         std::vector<double>* samples;
         std::function<void()> run;
       };
-      auto variant_passes = [&](auto two, std::vector<std::vector<double>>& t_ceiling, std::vector<double>& t_library,
+      auto variant_passes = [&](auto two, std::deque<std::vector<double>>& t_ceiling, std::vector<double>& t_library,
                                 std::vector<double>(&t_forced)[3]) {
         constexpr bool Two = decltype(two)::value;
         const ConstFloatView residual = Two ? ConstFloatView(e) : ConstFloatView();
         std::vector<Pass> passes;
         for_each_read_form<Two>(g0, e, n, [&](auto functor) {
-          passes.push_back({&t_ceiling[passes.size()], [&, functor] { read(functor); }});
+          passes.push_back({&t_ceiling.emplace_back(), [&, functor] { read(functor); }});
         });
         passes.push_back({&t_library, [&, residual] { sink += two_means(exec, g0, residual).sum_pos; }});
         if (forms)
@@ -550,8 +550,8 @@ int run(int argc, char** argv, const Communicator& comm) {
         }
       }
       // Each ceiling: the fastest of its forms.
-      auto fastest = [&](const std::vector<std::vector<double>>& t) {
-        double seconds = median(t[0]);
+      auto fastest = [&](const std::deque<std::vector<double>>& t) {
+        double seconds = std::numeric_limits<double>::infinity();
         for (const auto& samples : t) seconds = std::min(seconds, median(samples));
         return slowest(comm, seconds);
       };

@@ -73,8 +73,8 @@ A2SGD_HOST_CLONES void block_sums(const float* g, const float* e, Index count, d
 // blocks: 4 KB with error feedback, which reads two streams, and 8 KB plain; on one 2-core AMD
 // EPYC VM the error-feedback pass ran closer to its read ceiling with 4 KB than with 8 KB in
 // alternating runs, docs/methods.md), in one of three forms: none, into all cache levels, or
-// non-temporal. Which one is fastest is not a
-// property of the CPU model, nor fixed on one machine: on one 2-core AMD EPYC VM the
+// non-temporal. Which one is fastest is not a property of the CPU model, nor fixed on one
+// machine: on one 2-core AMD EPYC VM the
 // error-feedback pass ran at 80-87% of the read ceiling without prefetch and up to 102% with it,
 // and minutes later at 89-94% without and 78-92% with (docs/methods.md). So large calls are
 // timed and the form chosen from their timings (adaptive_pass() below). Prefetching changes no
@@ -264,9 +264,9 @@ constexpr auto& prefetch_forms = compress::impl::two_means_prefetch_forms;
 static_assert(std::size(prefetch_forms) == compress::impl::FormSelector::forms);
 
 // The form both variants run unless timings say another is clearly faster, and before there are
-// any: in the runs of docs/methods.md that time every form forced, with each pass starting from
-// memory, non-temporal prefetch was the fastest form with error feedback in most runs and, plain,
-// at least as fast as prefetch into all levels in most.
+// any: in the third sitting of docs/methods.md, which times every form forced with each pass
+// starting from memory, non-temporal prefetch was the fastest form with error feedback in 23 of
+// 30 runs and, plain, at least as fast as prefetch into all levels in 20 of 30.
 constexpr compress::impl::TwoMeansPrefetch preferred_form = compress::impl::TwoMeansPrefetch::non_temporal;
 
 constexpr int form_index(compress::impl::TwoMeansPrefetch form) {
@@ -274,14 +274,15 @@ constexpr int form_index(compress::impl::TwoMeansPrefetch form) {
     if (prefetch_forms[f] == form) return f;
   return -1;
 }
-static_assert(form_index(preferred_form) >= 0);
+constexpr int preferred_index = form_index(preferred_form);
+static_assert(preferred_index >= 0);
 
 // Per variant ([1]: error feedback), process-wide: a choice timed on one model's pass serves the
 // next model's.
 struct PrefetchChoice {
   std::mutex mutex;
-  compress::impl::FormSelector selector[2] = {compress::impl::FormSelector(form_index(preferred_form)),
-                                              compress::impl::FormSelector(form_index(preferred_form))};
+  compress::impl::FormSelector selector[2] = {compress::impl::FormSelector(preferred_index),
+                                              compress::impl::FormSelector(preferred_index)};
 };
 
 PrefetchChoice& prefetch_choice() {
