@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::string path = a2sgd::fuzz::scratch_path("ckpt.h5");
+  static const a2sgd::fuzz::ScratchPath scratch("ckpt.h5");
+  const std::string& path = scratch.path();
   a2sgd::fuzz::write_file(path, data, size);
   std::string summary;
   try {

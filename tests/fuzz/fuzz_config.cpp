@@ -6,7 +6,8 @@
 #include <a2sgd/core/Error.hpp>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static std::string path = a2sgd::fuzz::scratch_path("config.ini");
+  static const a2sgd::fuzz::ScratchPath scratch("config.ini");
+  std::string path = scratch.path();  // argv holds non-const pointers
   a2sgd::fuzz::write_file(path, data, size);
   std::string program = "a2sgd-train", option = "--config";
   char* argv[] = {program.data(), option.data(), path.data(), nullptr};

@@ -7,7 +7,8 @@
 #include <a2sgd/data/Idx.hpp>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::string path = a2sgd::fuzz::scratch_path("idx");
+  static const a2sgd::fuzz::ScratchPath scratch("idx");
+  const std::string& path = scratch.path();
   a2sgd::fuzz::write_file(path, data, size);
   try {
     const auto array = a2sgd::data::read_idx(path);

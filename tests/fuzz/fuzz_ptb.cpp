@@ -10,10 +10,10 @@
 #include <filesystem>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::string dir = [] {
-    const std::string d = a2sgd::fuzz::scratch_path("ptb");
-    std::filesystem::create_directories(d);
-    return d;
+  static const a2sgd::fuzz::ScratchPath scratch("ptb");
+  static const std::string& dir = []() -> const std::string& {
+    std::filesystem::create_directories(scratch.path());
+    return scratch.path();
   }();
   const std::uint8_t* end = data + size;
   const std::uint8_t* cut1 = std::find(data, end, 0xff);
