@@ -9,6 +9,7 @@
 // bytes differ from its documented formula).
 #include "../common/AppMain.hpp"
 #include "BenchConfig.hpp"
+#include "CoreClock.hpp"
 #include "KernelTraffic.hpp"
 
 #include <a2sgd/a2sgd.hpp>
@@ -518,6 +519,9 @@ int run(int argc, char** argv, const Communicator& comm) {
       const ConstFloatView g_cached = Kokkos::subview(g0, std::make_pair(Index(0), cached));
       const ConstFloatView e_cached = Kokkos::subview(e, std::make_pair(Index(0), cached));
       std::vector<double> t_cached[2];  // [0]: error feedback, seconds per call
+      // The core's clock in the same rounds (CoreClock.hpp), so that the kernel's in-cache rate
+      // can be read as cycles per value: a slow run is then either a lower clock or more cycles.
+      std::vector<double> t_clock;
       for (int r = 0; r < c.warmup + c.repeats; ++r) {
         for (int v = 0; v < 2; ++v) {
           const std::vector<Pass>& passes = variants[v];
@@ -548,6 +552,7 @@ int run(int argc, char** argv, const Communicator& comm) {
           for (int k = 0; k < cached_calls; ++k) sink += cached_pass();
           if (r >= c.warmup) t_cached[v].push_back(clock.seconds() / cached_calls);
         }
+        if (can_measure_clock && r >= c.warmup) t_clock.push_back(time_add_chain());
       }
       // Each ceiling: the fastest of its forms.
       auto fastest = [&](const std::deque<std::vector<double>>& t) {
@@ -569,6 +574,20 @@ int run(int argc, char** argv, const Communicator& comm) {
       const double plain_cached_gbs = 4.0 * static_cast<double>(cached) / plain_cached_s / 1e9;
       row("reference", "two_means_ef_cached", cached, p, 0, 0, ef_cached_s, 0, 0, ef_cached_s, 0, 0);
       row("reference", "two_means_plain_cached", cached, p, 0, 0, plain_cached_s, 0, 0, plain_cached_s, 0, 0);
+      // The slowest rank's chain, as the kernel times above are the slowest rank's.
+      const double chain_s = can_measure_clock ? slowest(comm, median(t_clock)) : 0.0;
+      std::string clock_note;
+      if (can_measure_clock) {
+        row("reference", "core_clock", clock_chain_adds, p, 0, 0, 0, 0, 0, chain_s, 0, 0);
+        const double hz = static_cast<double>(clock_chain_adds) / chain_s;
+        const double groups = static_cast<double>(cached) / 16.0;
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "; core clock %.2f GHz (a chain of dependent integer adds, same rounds): %.2f cycles per 16 "
+                      "values with error feedback, %.2f plain",
+                      hz / 1e9, ef_cached_s * hz / groups, plain_cached_s * hz / groups);
+        clock_note = buf;
+      }
       if (root)
         std::printf(
             "two-means pass, interleaved with read ceilings on the same buffers%s: with error feedback %.1f GB/s "
@@ -576,11 +595,12 @@ int run(int argc, char** argv, const Communicator& comm) {
             "ceiling, %.1f GB/s)%s\n"
             "two-means kernel in cache (the first %lld values, no software prefetch, %d calls back to back, same "
             "rounds): with error feedback "
-            "%.1f GB/s (%.2fx the two-stream read ceiling), plain %.1f GB/s (%.2fx the one-stream read ceiling)\n",
+            "%.1f GB/s (%.2fx the two-stream read ceiling), plain %.1f GB/s (%.2fx the one-stream read ceiling)%s\n",
             evict ? ", every pass starting with them evicted from the caches" : " (caches not evicted in this build)",
             ef_gbs, 100.0 * ef_gbs / read_gbs, read_gbs, plain_gbs, 100.0 * plain_gbs / read_one_gbs, read_one_gbs,
             std::isfinite(sink) ? "" : " (non-finite sums)", static_cast<long long>(cached), cached_calls,
-            ef_cached_gbs, ef_cached_gbs / read_gbs, plain_cached_gbs, plain_cached_gbs / read_one_gbs);
+            ef_cached_gbs, ef_cached_gbs / read_gbs, plain_cached_gbs, plain_cached_gbs / read_one_gbs,
+            clock_note.c_str());
       if (forms) {
         std::string line;
         for (const bool feedback : {true, false}) {
