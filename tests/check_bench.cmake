@@ -55,29 +55,34 @@ foreach(n 4096 100003)
     endif()
   endforeach()
 endforeach()
-# The two-means kernel in cache: one row per variant and size, over min(n, 32768) values, with a
-# positive time per call.
-foreach(variant ef plain)
+# Two reference rows `name` (one per size) whose values match `values` and whose CSV field `field`
+# (a time) is positive.
+function(expect_two_timed_rows name values field)
   set(hits ${rows})
-  list(FILTER hits INCLUDE REGEX "^reference,two_means_${variant}_cached,(4096|32768),2,0,0,[0-9.]+(e[-+]?[0-9]+)?,")
+  list(FILTER hits INCLUDE REGEX "^reference,${name},${values},2,")
   list(LENGTH hits count)
   if(NOT count EQUAL 2)
-    message(FATAL_ERROR "expected two two_means_${variant}_cached rows (n = 4096 and 32768 of 100003), found ${count}")
+    message(FATAL_ERROR "expected two ${name} rows (one per size), found ${count}")
   endif()
   foreach(r ${hits})
     string(REPLACE "," ";" fields "${r}")
-    list(GET fields 6 seconds)
-    if(seconds EQUAL 0)
-      message(FATAL_ERROR "two_means_${variant}_cached: no time: ${r}")
+    list(GET fields ${field} seconds)
+    if(NOT seconds MATCHES "^[0-9.]+(e[-+]?[0-9]+)?$" OR seconds EQUAL 0)
+      message(FATAL_ERROR "${name}: no time: ${r}")
     endif()
   endforeach()
+endfunction()
+# The two-means kernel in cache: one row per variant and size, over min(n, 32768) values (4096 and
+# 32768 of 100003), with a positive time per call.
+foreach(variant ef plain)
+  expect_two_timed_rows(two_means_${variant}_cached "(4096|32768)" 6)
 endforeach()
 if(NOT last_out MATCHES "two-means kernel in cache \\(the first [0-9]+ values")
   message(FATAL_ERROR "a2sgd-bench printed no in-cache two-means rate")
 endif()
 # GCC and Clang builds measure the core clock (apps/bench/CoreClock.hpp): one core_clock row per
-# size with the time of its chain of adds, and a clock within a factor of ten or more of any
-# CPU's, which a chain the compiler had folded (far faster) or a wrong unit would leave.
+# size with the time of its chain of adds, and a clock between 0.05 and 20 GHz, outside which a
+# chain the compiler had folded (far faster) or a wrong unit would fall.
 if(COMPILER_ID MATCHES "GNU|Clang")
   if(NOT last_out MATCHES "core clock ([0-9.]+) GHz \\(a chain of dependent integer adds")
     message(FATAL_ERROR "a2sgd-bench printed no core clock")
@@ -86,19 +91,7 @@ if(COMPILER_ID MATCHES "GNU|Clang")
   if(ghz LESS 0.05 OR ghz GREATER 20)
     message(FATAL_ERROR "core clock ${ghz} GHz: not a clock")
   endif()
-  set(hits ${rows})
-  list(FILTER hits INCLUDE REGEX "^reference,core_clock,[0-9]+,2,0,0,0,0,0,[0-9.]+(e[-+]?[0-9]+)?,")
-  list(LENGTH hits count)
-  if(NOT count EQUAL 2)
-    message(FATAL_ERROR "expected two core_clock rows (one per size), found ${count}")
-  endif()
-  foreach(r ${hits})
-    string(REPLACE "," ";" fields "${r}")
-    list(GET fields 9 seconds)
-    if(seconds EQUAL 0)
-      message(FATAL_ERROR "core_clock: no time: ${r}")
-    endif()
-  endforeach()
+  expect_two_timed_rows(core_clock "[0-9]+" 9)
 endif()
 # Every measured row carries its phases' fractions of the ceilings and the ceilings themselves,
 # all positive (a missing pass or ceiling would show as 0 or inf).
