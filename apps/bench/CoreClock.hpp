@@ -1,10 +1,12 @@
 #pragma once
 // The clock the core runs this process at, measured rather than read: a chain of dependent
-// integer adds completes one add per cycle on every out-of-order core the bench targets, so adds
-// per second are cycles per second. On a VM the clock the kernel names (/proc/cpuinfo) is often
-// the nominal one, and whether a slow kernel ran at a lower clock or with fewer of the core's
-// execution resources (another hardware thread on the same physical core) is what this tells
-// apart: the chain needs one integer unit per cycle, which a busy sibling thread rarely takes.
+// integer adds completes at most one add per cycle (the adds' latency), so adds per second are
+// cycles per second, or fewer. On a VM the clock /proc/cpuinfo names can be the nominal one (2.1
+// GHz on the 2-core AMD EPYC VM of docs/methods.md, where this chain measured 3.3-3.5 GHz). It
+// tells apart a kernel slowed by a lower clock from one slowed by sharing the core's execution
+// units (another hardware thread on the same physical core): the chain uses one integer unit per
+// cycle, so sharing can only make it read low, and a reading that stays up while the kernel's
+// cycles per value rise points at sharing.
 
 #include <a2sgd/core/Accounting.hpp>
 

@@ -512,8 +512,7 @@ int run(int argc, char** argv, const Communicator& comm) {
       // memory does not bound it. A pass can run at the memory's rate only if this is well above
       // the read ceiling. Without software prefetch: near the end of a small slice the prefetches
       // would fetch lines past it from memory.
-      const TwoMeansKernel cached_kernel =
-          compress::impl::two_means_avx512_available() ? TwoMeansKernel::avx512 : TwoMeansKernel::portable;
+      const TwoMeansKernel cached_kernel = forms ? TwoMeansKernel::avx512 : TwoMeansKernel::portable;
       const Index cached = std::min<Index>(n, Index(1) << 15);  // 128 KB per buffer: in L2
       constexpr int cached_calls = 32;
       const ConstFloatView g_cached = Kokkos::subview(g0, std::make_pair(Index(0), cached));
@@ -574,10 +573,10 @@ int run(int argc, char** argv, const Communicator& comm) {
       const double plain_cached_gbs = 4.0 * static_cast<double>(cached) / plain_cached_s / 1e9;
       row("reference", "two_means_ef_cached", cached, p, 0, 0, ef_cached_s, 0, 0, ef_cached_s, 0, 0);
       row("reference", "two_means_plain_cached", cached, p, 0, 0, plain_cached_s, 0, 0, plain_cached_s, 0, 0);
-      // The slowest rank's chain, as the kernel times above are the slowest rank's.
-      const double chain_s = can_measure_clock ? slowest(comm, median(t_clock)) : 0.0;
       std::string clock_note;
       if (can_measure_clock) {
+        // The slowest rank's chain, as the kernel times above are the slowest rank's.
+        const double chain_s = slowest(comm, median(t_clock));
         row("reference", "core_clock", clock_chain_adds, p, 0, 0, 0, 0, 0, chain_s, 0, 0);
         const double hz = static_cast<double>(clock_chain_adds) / chain_s;
         const double groups = static_cast<double>(cached) / 16.0;
