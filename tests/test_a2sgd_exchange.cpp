@@ -41,10 +41,14 @@ ReferenceStep reference_step(const std::vector<float>& g, const std::vector<floa
   const std::size_t n = g.size();
   r.a.resize(n);
   double sp = 0, sn = 0, np = 0, nn = 0;
+  // Hold: an entry whose gradient is exactly 0 joins neither class (a stays g + e = e).
+  const bool hold = o.error_feedback && o.zero_gradient == ZeroGradient::hold;
+  std::vector<int> cls(n);
   for (std::size_t i = 0; i < n; ++i) {
     r.a[i] = o.error_feedback ? g[i] + e[i] : g[i];
-    if (r.a[i] > 0) sp += r.a[i], np += 1;
-    if (r.a[i] < 0) sn += r.a[i], nn += 1;
+    cls[i] = hold && g[i] == 0.0f ? 0 : (r.a[i] > 0 ? 1 : (r.a[i] < 0 ? -1 : 0));
+    if (cls[i] > 0) sp += r.a[i], np += 1;
+    if (cls[i] < 0) sn += r.a[i], nn += 1;
   }
   r.mu_pos = np > 0 ? sp / np : 0.0;
   r.mu_neg = nn > 0 ? sn / nn : 0.0;
@@ -87,8 +91,8 @@ ReferenceStep reference_step(const std::vector<float>& g, const std::vector<floa
   for (std::size_t i = 0; i < n; ++i) {
     const float ai = r.a[i];
     // Multiplying by a 0/1 mask and adding 0 are exact.
-    r.u[i] = ai > 0 ? upd_pos : (ai < 0 ? upd_neg : exact(0.0));
-    r.e[i] = o.error_feedback ? exact(ai) - (ai > 0 ? ref_pos : (ai < 0 ? ref_neg : exact(0.0))) : exact(0.0);
+    r.u[i] = cls[i] > 0 ? upd_pos : (cls[i] < 0 ? upd_neg : exact(0.0));
+    r.e[i] = o.error_feedback ? exact(ai) - (cls[i] > 0 ? ref_pos : (cls[i] < 0 ? ref_neg : exact(0.0))) : exact(0.0);
   }
   return r;
 }
@@ -112,7 +116,9 @@ std::vector<std::size_t> bounds_of(const A2sgdOptions& o, std::size_t n) {
 
 // Runs `steps` steps of A2SGD with SGD(lr) from x = 0 and checks x, e, M against the reference,
 // segment by segment (segment s's gradient scaled by 10^(s - 1), as tensors of different scales).
-void check_against_reference(const A2sgdOptions& o, std::size_t n, int steps) {
+// With `sparse`, runs of 37 entries get exactly zero gradient in a pattern that changes from step
+// to step, as the rows of words absent from a batch do.
+void check_against_reference(const A2sgdOptions& o, std::size_t n, int steps, bool sparse = false) {
   Communicator comm;
   A2sgdExchange exchange(comm, static_cast<Index>(n), o);
   Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
@@ -129,6 +135,9 @@ void check_against_reference(const A2sgdOptions& o, std::size_t n, int steps) {
     auto g = random_gradient(n, 100u * static_cast<unsigned>(s) + static_cast<unsigned>(comm.rank()));
     for (std::size_t k = 0; k + 1 < bounds.size(); ++k)
       for (std::size_t i = bounds[k]; i < bounds[k + 1]; ++i) g[i] *= static_cast<float>(std::pow(10.0, double(k) - 1));
+    if (sparse)
+      for (std::size_t i = 0; i < n; ++i)
+        if ((i / 37 + static_cast<std::size_t>(s)) % 3 == 0) g[i] = 0.0f;
     exchange.step(x, to_device(g), sgd, lr);
     const auto xs = to_host(x);
     const auto es = to_host(exchange.residual());
@@ -231,6 +240,73 @@ TEST_CASE("A2SGD matches the reference over several steps (residual carried)", "
     o.segments = {1, 1024};
     check_against_reference(o, 1025, 3);
   }
+  SECTION("zero gradients moved (the default), with sparse gradients") {
+    check_against_reference(o, 4099, 4, true);
+  }
+  SECTION("zero gradients held") {
+    o.zero_gradient = ZeroGradient::hold;
+    check_against_reference(o, 4099, 4, true);
+  }
+  SECTION("zero gradients held, layer granularity, count-weighted, global residual") {
+    o.zero_gradient = ZeroGradient::hold;
+    o.granularity = Granularity::layer;
+    o.averaging = GlobalAveraging::weighted;
+    o.residual = ResidualReference::global;
+    o.segments = {1000, 7, 3000, 92};
+    check_against_reference(o, 4099, 4, true);
+  }
+  SECTION("zero gradients held without error feedback: the same as moved") {
+    o.zero_gradient = ZeroGradient::hold;
+    o.error_feedback = false;
+    check_against_reference(o, 1025, 3, true);
+  }
+}
+
+TEST_CASE("A2SGD with held zero gradients: an entry without gradient neither moves nor sheds its residual", "[a2sgd]") {
+  Communicator comm;
+  const std::size_t n = 5003;
+  for (ZeroGradient zeros : {ZeroGradient::move, ZeroGradient::hold}) {
+    INFO("zero gradient " << to_string(zeros));
+    A2sgdOptions o;
+    o.zero_gradient = zeros;
+    A2sgdExchange exchange(comm, static_cast<Index>(n), o);
+    Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+    auto x = to_device(std::vector<float>(n, 0.0f));
+    // A first step with every entry's gradient leaves a residual almost everywhere...
+    exchange.step(x, to_device(random_gradient(n, 3u + static_cast<unsigned>(comm.rank()))), sgd, 1.0);
+    const auto x1 = to_host(x), e1 = to_host(exchange.residual());
+    // ...then the first half of the entries gets none.
+    auto g = random_gradient(n, 11u + static_cast<unsigned>(comm.rank()));
+    for (std::size_t i = 0; i < n / 2; ++i) g[i] = 0.0f;
+    exchange.step(x, to_device(g), sgd, 1.0);
+    const auto x2 = to_host(x), e2 = to_host(exchange.residual());
+    const auto [m_pos, m_neg] = exchange.last_global_means();
+    int zero_moved = 0, zero_residual_changed = 0, wrong_update = 0;
+    std::size_t with_residual = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float a = g[i] + e1[i];
+      const bool active = zeros == ZeroGradient::move || g[i] != 0.0f;
+      const float expect = !active ? 0.0f
+                           : a > 0 ? static_cast<float>(m_pos)
+                                   : (a < 0 ? static_cast<float>(m_neg) : 0.0f);
+      wrong_update += x2[i] != x1[i] - expect;
+      if (g[i] == 0.0f) {
+        with_residual += e1[i] != 0.0f;
+        zero_moved += x2[i] != x1[i];
+        zero_residual_changed += e2[i] != e1[i];
+      }
+    }
+    CHECK(wrong_update == 0);
+    REQUIRE(with_residual > n / 4);  // the property below is about entries with a residual
+    if (zeros == ZeroGradient::hold) {
+      CHECK(zero_moved == 0);
+      CHECK(zero_residual_changed == 0);
+    } else {
+      // The specification's step moves every entry with a non-zero residual.
+      CHECK(zero_moved == static_cast<int>(with_residual));
+    }
+  }
+  CHECK_THROWS_WITH(parse_zero_gradient("keep"), A2SGD_CONTAINS("move, hold"));
 }
 
 TEST_CASE("A2SGD with decoded moments fuses momentum and Adam into its update pass", "[a2sgd][optim]") {

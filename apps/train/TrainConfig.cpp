@@ -88,7 +88,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   // Signed types for sizes so that "-5" is rejected with a message instead of wrapping around.
   std::string hidden = "256,256", init = "he", optimizer, schedule = "constant", compressor = "a2sgd";
   std::string averaging = "mean", residual = "local", error_feedback = "on", config_file, granularity = "model";
-  std::string moments = "local", resume_override;
+  std::string moments = "local", resume_override, zero_gradient = "move";
   long long epochs = 3, steps = 0, batch = 64, eval_every = -1, log_every = 50, warmup = 0, lr_warmup = 0;
   long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
   long long checkpoint_every = 0, keep_checkpoints = 3;
@@ -157,7 +157,10 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "a2sgd-granularity", po::value(&granularity)->default_value(granularity),
       "model (2 scalars per step) | layer (2 per tensor, one all-reduce)")(
       "a2sgd-error-feedback", po::value(&error_feedback)->default_value(error_feedback), "on | off")(
-      "a2sgd-warmup-steps", po::value(&warmup)->default_value(warmup), "first steps exchanged dense")(
+      "a2sgd-zero-gradient", po::value(&zero_gradient)->default_value(zero_gradient),
+      "entries whose gradient (direction) is exactly 0: move (classed by the residual's sign) | hold (left out "
+      "of the step: no move, residual kept)")("a2sgd-warmup-steps", po::value(&warmup)->default_value(warmup),
+                                              "first steps exchanged dense")(
       "a2sgd-moments", po::value(&moments)->default_value(moments),
       "momentum/Adam with A2SGD: local (each rank's optimizer direction compressed) | decoded (moments of "
       "the decoded update) | frozen (Adam: variance frozen after the dense warm-up; adam-eps defaults to 1e-4)")(
@@ -375,6 +378,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.exchange.a2sgd.warmup_steps = static_cast<std::uint64_t>(warmup);
   c.exchange.a2sgd.average_every = static_cast<std::uint64_t>(average_every);
   c.exchange.a2sgd.moments = parse_moment_scheme(moments);
+  c.exchange.a2sgd.zero_gradient = parse_zero_gradient(zero_gradient);
 
   // Defaults that converge for each method: heavy momentum at a dense-tuned rate can make A2SGD
   // replicas diverge (docs/algorithm.md), so A2SGD defaults to plain SGD; the language model's
@@ -438,6 +442,7 @@ std::string TrainConfig::to_ini() const {
     << "\na2sgd-residual = " << to_string(exchange.a2sgd.residual)
     << "\na2sgd-granularity = " << to_string(exchange.a2sgd.granularity)
     << "\na2sgd-error-feedback = " << (exchange.a2sgd.error_feedback ? "on" : "off")
+    << "\na2sgd-zero-gradient = " << to_string(exchange.a2sgd.zero_gradient)
     << "\na2sgd-warmup-steps = " << exchange.a2sgd.warmup_steps
     << "\na2sgd-moments = " << to_string(exchange.a2sgd.moments)
     << "\na2sgd-average-every = " << exchange.a2sgd.average_every << "\ntopk-ratio = " << exchange.topk.ratio

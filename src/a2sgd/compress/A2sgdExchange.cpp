@@ -10,8 +10,9 @@ namespace a2sgd {
 namespace {
 
 // Decode + residual + optimizer, one pass: reads g, e, x and optimizer state once, writes e, x
-// and state once.
-template <class Rule, bool ErrorFeedback>
+// and state once. Hold: an entry with g == 0 joins neither class; then a = 0 + e = e exactly, so
+// the residual keeps its value without a branch, and the rule sees a zero direction.
+template <class Rule, bool ErrorFeedback, bool Hold>
 struct A2sgdApply {
   ConstFloatView g;
   FloatView e;
@@ -21,9 +22,11 @@ struct A2sgdApply {
 
   // Masks instead of branches: signs are close to random, a branch would mispredict half the time.
   KOKKOS_INLINE_FUNCTION void operator()(Index i) const {
-    const float a = ErrorFeedback ? g(i) + e(i) : g(i);
-    const auto pos = static_cast<float>(a > 0.0f);
-    const auto neg = static_cast<float>(a < 0.0f);
+    const float gi = g(i);
+    const float a = ErrorFeedback ? gi + e(i) : gi;
+    const bool active = !Hold || gi != 0.0f;
+    const auto pos = static_cast<float>(active && a > 0.0f);
+    const auto neg = static_cast<float>(active && a < 0.0f);
     if (ErrorFeedback) e(i) = a - (pos * ref_pos + neg * ref_neg);
     rule(i, pos * upd_pos + neg * upd_neg);
   }
@@ -35,6 +38,9 @@ std::string signature(const A2sgdOptions& o) {
                   ";warmup_steps=" + std::to_string(o.warmup_steps) +
                   ";average_every=" + std::to_string(o.average_every) + ";granularity=" + to_string(o.granularity) +
                   ";moments=" + to_string(o.moments);
+  // Stated only when not the default, so that checkpoints written before the option existed still
+  // match (the same holds for options()).
+  if (o.zero_gradient != ZeroGradient::move) s += ";zero_gradient=" + to_string(o.zero_gradient);
   if (o.granularity == Granularity::layer)
     for (Index size : o.segments) s += "," + std::to_string(size);
   return s;
@@ -68,6 +74,16 @@ ResidualReference parse_residual_reference(std::string_view name) {
   throw InvalidArgument("unknown A2SGD residual reference \"" + std::string(name) + "\" (valid: local, global)");
 }
 
+ZeroGradient parse_zero_gradient(std::string_view name) {
+  if (name == "move") return ZeroGradient::move;
+  if (name == "hold") return ZeroGradient::hold;
+  throw InvalidArgument("unknown A2SGD zero-gradient treatment \"" + std::string(name) + "\" (valid: move, hold)");
+}
+
+std::string to_string(ZeroGradient v) {
+  return v == ZeroGradient::move ? "move" : "hold";
+}
+
 Granularity parse_granularity(std::string_view name) {
   if (name == "model") return Granularity::model;
   if (name == "layer") return Granularity::layer;
@@ -97,13 +113,16 @@ A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptio
       m_last_local(m_bounds.size() - 1, {0.0, 0.0}) {}
 
 std::vector<std::pair<std::string, std::string>> A2sgdExchange::options() const {
-  return {{"averaging", to_string(m_options.averaging)},
-          {"residual", to_string(m_options.residual)},
-          {"error_feedback", m_options.error_feedback ? "on" : "off"},
-          {"warmup_steps", std::to_string(m_options.warmup_steps)},
-          {"average_every", std::to_string(m_options.average_every)},
-          {"granularity", to_string(m_options.granularity)},
-          {"moments", to_string(m_options.moments)}};
+  std::vector<std::pair<std::string, std::string>> o = {{"averaging", to_string(m_options.averaging)},
+                                                        {"residual", to_string(m_options.residual)},
+                                                        {"error_feedback", m_options.error_feedback ? "on" : "off"},
+                                                        {"warmup_steps", std::to_string(m_options.warmup_steps)},
+                                                        {"average_every", std::to_string(m_options.average_every)},
+                                                        {"granularity", to_string(m_options.granularity)},
+                                                        {"moments", to_string(m_options.moments)}};
+  if (m_options.zero_gradient != ZeroGradient::move)
+    o.emplace_back("zero_gradient", to_string(m_options.zero_gradient));
+  return o;
 }
 
 void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
@@ -122,10 +141,14 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
     const bool ef = m_options.error_feedback;
     const std::size_t segments = m_bounds.size() - 1;
     std::int64_t non_finite = 0;
+    // Without error feedback a = g, whose zeros join no class anyway: hold changes nothing there.
+    const bool hold = ef && m_options.zero_gradient == ZeroGradient::hold;
     for (std::size_t s = 0; s < segments; ++s) {
       const auto range = std::make_pair(m_bounds[s], m_bounds[s + 1]);
-      m_local[s] = two_means(exec(), Kokkos::subview(grad, range),
-                             ef ? ConstFloatView(Kokkos::subview(m_residual, range)) : ConstFloatView());
+      const ConstFloatView g_s = Kokkos::subview(grad, range);
+      m_local[s] =
+          hold ? two_means_held(exec(), g_s, Kokkos::subview(m_residual, range))
+               : two_means(exec(), g_s, ef ? ConstFloatView(Kokkos::subview(m_residual, range)) : ConstFloatView());
       non_finite += m_local[s].non_finite;
     }
     stats.compress_s += clock.seconds();
@@ -180,12 +203,16 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
         const auto upd_neg = static_cast<float>(m_neg);
         // Compiled per ISA on host backends: the pass is arithmetic enough that the baseline
         // ISA's 4 lanes would bound it below memory speed.
-        if (ef)
+        const auto pass = [&](auto functor) {
           impl::simd_parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), exec(), m_bounds[s], m_bounds[s + 1],
-                                  A2sgdApply<Rule, true>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+                                  functor);
+        };
+        if (hold)
+          pass(A2sgdApply<Rule, true, true>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+        else if (ef)
+          pass(A2sgdApply<Rule, true, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
         else
-          impl::simd_parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), exec(), m_bounds[s], m_bounds[s + 1],
-                                  A2sgdApply<Rule, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+          pass(A2sgdApply<Rule, false, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
       }
     };
     if (local_moments)

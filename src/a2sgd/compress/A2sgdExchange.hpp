@@ -28,7 +28,17 @@ enum class Granularity {
   layer   ///< every tensor of the model its own two averages: 2 L scalars, still one all-reduce
 };
 
+/// What happens to an entry whose compressed value (the gradient, or with momentum and Adam the
+/// rank's optimizer direction) is exactly zero in a step: the entries of an embedding's rows for
+/// words absent from the batch, say (docs/algorithm.md, "Entries without a gradient").
+enum class ZeroGradient {
+  move,  ///< classified by the sign of g + e = e like any other: moves by M and sheds a mean (the paper's method)
+  hold   ///< belongs to neither set: neither moves nor changes its residual this step
+};
+
 GlobalAveraging parse_global_averaging(std::string_view name);
+ZeroGradient parse_zero_gradient(std::string_view name);
+std::string to_string(ZeroGradient v);
 Granularity parse_granularity(std::string_view name);
 std::string to_string(Granularity v);
 ResidualReference parse_residual_reference(std::string_view name);
@@ -45,6 +55,9 @@ struct A2sgdOptions {
   /// Average the replicas' parameters after every K-th step (0 = never: pure O(1) traffic).
   std::uint64_t average_every = 0;
   Granularity granularity = Granularity::model;
+  /// Entries whose compressed value is exactly zero: classified by their residual's sign (move) or
+  /// left out of the step (hold).
+  ZeroGradient zero_gradient = ZeroGradient::move;
   /// Where momentum and Adam keep their moments (docs/algorithm.md, "Momentum and Adam with
   /// A2SGD"): local (each rank's optimizer direction is compressed: momentum correction; the
   /// default, since decoded moments collapse with heavy momentum), decoded (the optimizer treats

@@ -247,6 +247,55 @@ struct CountNonFinite {
   }
 };
 
+// Hold (ZeroGradient::hold): an entry with g == 0 counts as a = 0, which joins neither set. A NaN
+// g is not 0, so it still reaches the sums (and the non-finite count). The compiler's vectorised
+// loop serves this variant; it exists for models with sparse gradients, whose step the pass does
+// not dominate.
+KOKKOS_FORCEINLINE_FUNCTION float held_value(float g, float e) {
+  return g != 0.0f ? g + e : 0.0f;
+}
+
+A2SGD_HOST_CLONES void block_sums_held(const float* g, const float* e, Index count, double& sum_pos, double& sum_neg,
+                                       std::int64_t& count_pos, std::int64_t& count_neg) {
+  double sp = 0.0, sn = 0.0;
+  int cp = 0, cn = 0;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(+ : sp, sn, cp, cn)
+#endif
+  for (Index i = 0; i < count; ++i) accumulate(held_value(g[i], e[i]), sp, sn, cp, cn);
+  sum_pos += sp;
+  sum_neg += sn;
+  count_pos += cp;
+  count_neg += cn;
+}
+
+// Host backends: blocks of the loop above; device backends: an entry per thread.
+struct TwoMeansHeld {
+  static constexpr Index block = 4096;
+  ConstFloatView g;
+  ConstFloatView e;
+  Index n;
+
+  KOKKOS_INLINE_FUNCTION void operator()(Index b, double& sum_pos, double& sum_neg, std::int64_t& count_pos,
+                                         std::int64_t& count_neg) const {
+    if constexpr (host_backend) {
+      const Index begin = b * block;
+      const Index end = begin + block < n ? begin + block : n;
+      block_sums_held(g.data() + begin, e.data() + begin, end - begin, sum_pos, sum_neg, count_pos, count_neg);
+    } else {
+      accumulate(held_value(g(b), e(b)), sum_pos, sum_neg, count_pos, count_neg);
+    }
+  }
+};
+
+struct CountNonFiniteHeld {
+  ConstFloatView g;
+  ConstFloatView e;
+  KOKKOS_INLINE_FUNCTION void operator()(Index i, std::int64_t& count) const {
+    count += detail::non_finite(held_value(g(i), e(i)));
+  }
+};
+
 // The host pass over the first n entries, in blocks.
 template <bool ErrorFeedback>
 TwoMeansResult blocked_sums(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e, Index n,
@@ -404,6 +453,22 @@ TwoMeansResult two_means(const ExecutionSpace& exec, const ConstFloatView& g, co
 }
 
 }  // namespace compress::impl
+
+TwoMeansResult two_means_held(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e) {
+  if (e.extent(0) != g.extent(0))
+    throw InvalidArgument("two_means_held: gradient has " + std::to_string(g.extent(0)) + " values, residual " +
+                          std::to_string(e.extent(0)));
+  const auto n = static_cast<Index>(g.extent(0));
+  TwoMeansResult r;
+  if (n == 0) return r;
+  const Index work = host_backend ? (n + TwoMeansHeld::block - 1) / TwoMeansHeld::block : n;
+  Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::two_means_held"), Policy(exec, 0, work), TwoMeansHeld{g, e, n},
+                          r.sum_pos, r.sum_neg, r.count_pos, r.count_neg);
+  if (!std::isfinite(r.sum_pos) || !std::isfinite(r.sum_neg))
+    Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::compress::count_non_finite"), Policy(exec, 0, n),
+                            CountNonFiniteHeld{g, e}, r.non_finite);
+  return r;
+}
 
 TwoMeansResult two_means(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e) {
   using compress::impl::TwoMeansKernel;

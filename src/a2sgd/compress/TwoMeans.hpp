@@ -29,4 +29,9 @@ struct TwoMeansResult {
 /// (error feedback off). g and e must have the same length when e is non-empty.
 TwoMeansResult two_means(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e);
 
+/// The same pass for ZeroGradient::hold ("a2sgd::compress::two_means_held"): a = g + e over the
+/// entries with g != 0 only; an entry with g == 0 belongs to neither set, whatever its residual.
+/// g and e must have the same length.
+TwoMeansResult two_means_held(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e);
+
 }  // namespace a2sgd
