@@ -93,7 +93,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
   long long checkpoint_every = 0, keep_checkpoints = 3;
   long long syn_train = 20000, syn_test = 4000, syn_features = 784, syn_classes = 10;
-  long long divergence_patience = 3;
+  long long divergence_patience = 3, diagnostics_every = 0;
   long long qsgd_levels = 256, powersgd_rank = 2, layers = 2, bptt = 35;
   double lr = -1.0, momentum = 0.9, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma = 0.1,
          lr_min = 0.0, separation = 3.0, topk_ratio = 0.001, randomk_ratio = 0.001, dropout = 0.0, clip = -1.0,
@@ -189,6 +189,9 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "warn when the averaged model's first-split loss rose at this many consecutive evaluations (0: off)")(
       "stop-on-divergence", po::bool_switch(&c.stop_on_divergence),
       "stop every rank with exit code 3 when a divergence warning is raised")(
+      "diagnostics-every", po::value(&diagnostics_every)->default_value(diagnostics_every),
+      "every N steps a diagnostics record of each tensor's update against the mean gradient, and per-tensor "
+      "replica divergence at evaluations (0: off)")(
       "collective-timeout", po::value(&c.collective_timeout)->default_value(c.collective_timeout),
       "seconds a rank may wait in one collective (raised to 20x the longest step seen) before it reports "
       "where it waits and exits with code 76 (0: off)");
@@ -318,6 +321,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
           c.divergence_threshold, "must be >= 0 (0: off)");
   require(divergence_patience >= 0, "divergence-patience", divergence_patience, "must not be negative (0: off)");
   c.divergence_patience = static_cast<std::uint64_t>(divergence_patience);
+  require(diagnostics_every >= 0, "diagnostics-every", diagnostics_every, "must not be negative (0: off)");
+  c.diagnostics_every = static_cast<std::uint64_t>(diagnostics_every);
   require(average_every >= 0, "a2sgd-average-every", average_every, "must not be negative");
   c.epochs = static_cast<std::uint64_t>(epochs);
   c.steps = static_cast<std::uint64_t>(steps);
@@ -453,6 +458,7 @@ std::string TrainConfig::to_ini() const {
   o << "collective-timeout = " << collective_timeout << '\n';
   o << "divergence-threshold = " << divergence_threshold << "\ndivergence-patience = " << divergence_patience
     << "\nstop-on-divergence = " << (stop_on_divergence ? "true" : "false") << '\n';
+  o << "diagnostics-every = " << diagnostics_every << '\n';
   return o.str();
 }
 
@@ -475,6 +481,7 @@ TrainerConfig TrainConfig::trainer() const {
   t.resume_overrides = resume_overrides;
   t.divergence_threshold = divergence_threshold;
   t.divergence_patience = divergence_patience;
+  t.diagnostics_every = diagnostics_every;
   t.stop_on_divergence = stop_on_divergence;
   return t;
 }

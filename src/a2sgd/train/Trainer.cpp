@@ -112,6 +112,8 @@ void Trainer::setup() {
   if (m_comm.rank() == 0) m_model.initialize(m_store.params(), c.seed);
   broadcast_view(m_comm, m_store.params(), 0);
 
+  if (c.diagnostics_every > 0)
+    m_monitor = std::make_unique<UpdateMonitor>(m_comm, m_store.tensors(), m_store.size(), m_exec);
   m_averaged = FloatView("a2sgd::train::averaged", static_cast<std::size_t>(m_store.size()));
   m_replica0 = FloatView("a2sgd::train::replica0", static_cast<std::size_t>(m_store.size()));
   if (!c.resume.empty()) resume();
@@ -143,7 +145,10 @@ Trainer::Outcome Trainer::run() {
       }
       m_exec.fence();
       m_compute_s += step_clock.seconds();
+      const bool monitored = m_monitor && (step + 1) % c.diagnostics_every == 0;
+      if (monitored) m_monitor->before_step(m_store.params(), m_store.grads());
       m_exchange->step(m_store.params(), m_store.grads(), *m_optimizer, (*m_schedule)(step));
+      if (monitored) emit(m_monitor->record(step + 1, m_monitor->after_step(m_store.params(), (*m_schedule)(step))));
       const double step_s = step_clock.seconds();
       m_train_s += step_s;
       ++done;
@@ -275,6 +280,7 @@ EvalResult Trainer::evaluate(bool averaged_ready) {
   m_comm.allreduce(&ratio, 1, MPI_MAX);
   m_comm.allreduce(&distance, 1, MPI_MAX);
   r.replica_divergence = ratio;
+  if (m_monitor) r.tensor_divergence = m_monitor->divergence(m_store.params(), m_averaged);
   // Replicas equal to their average bit for bit (dense exchange at 2 ranks, or right after model
   // averaging): rank 0's replica scores what the averaged model scores, without a second pass.
   const bool identical = distance == 0.0;
@@ -324,6 +330,7 @@ void Trainer::log_eval(std::uint64_t done, const EvalResult& r) {
       .add("wall_s", m_wall_offset + m_wall.seconds());
   add_split_fields(rec, r);
   rec.add("replica_divergence", r.replica_divergence).add("eval_s", r.seconds);
+  if (m_monitor && !r.tensor_divergence.empty()) m_monitor->add_divergence(rec, r.tensor_divergence);
   if (m_data.perplexity()) rec.add("lr_next", (*m_schedule)(done));
   emit(rec);
   std::string text = "eval  step " + std::to_string(done);

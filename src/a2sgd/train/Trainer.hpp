@@ -17,6 +17,7 @@
 #include <a2sgd/optim/Optimizer.hpp>
 #include <a2sgd/train/DataSource.hpp>
 #include <a2sgd/train/Observer.hpp>
+#include <a2sgd/train/UpdateMonitor.hpp>
 
 #include <cstdint>
 #include <limits>
@@ -52,6 +53,10 @@ struct TrainerConfig {
   double divergence_threshold = 0.5;
   std::uint64_t divergence_patience = 3;
   bool stop_on_divergence = false;  ///< ...and then stops every rank with NonFiniteError
+  /// > 0: every this many steps a "diagnostics" record of what the exchange did to each tensor,
+  /// and per-tensor replica divergence in every evaluation record (UpdateMonitor; diagnostic
+  /// collectives outside the gradient traffic, and the monitored steps take longer).
+  std::uint64_t diagnostics_every = 0;
 };
 
 /// One split's evaluation (identical on every rank).
@@ -65,7 +70,8 @@ struct SplitResult {
 
 struct EvalResult {
   std::vector<SplitResult> splits;
-  double replica_divergence = 0.0;  ///< max_r ||x_r - x_avg|| / ||x_avg||
+  double replica_divergence = 0.0;        ///< max_r ||x_r - x_avg|| / ||x_avg||
+  std::vector<double> tensor_divergence;  ///< the same per tensor (with diagnostics only)
   double seconds = 0.0;
 };
 
@@ -139,6 +145,7 @@ class Trainer {
   std::unique_ptr<LrSchedule> m_schedule;
   std::unique_ptr<Exchange> m_exchange;
   std::unique_ptr<GradientClipper> m_clipper;
+  std::unique_ptr<UpdateMonitor> m_monitor;
   std::unique_ptr<StopSignals> m_own_stop;
   StopSignals* m_stop;
   std::string m_stop_checkpoint;

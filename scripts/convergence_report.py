@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Tables and Pareto plots of the A2SGD convergence study (scripts/convergence_study.sh).
+
+Reads DIR/<model>_p<ranks>_<optimizer>/<config>.jsonl (a2sgd-train metrics) and writes
+DIR/report.md, DIR/report.json and, with matplotlib, DIR/pareto_<group>.png: per group (model,
+rank count, optimizer), every configuration's steps to the target, its final quality (averaged
+model and rank 0's replica), the replica divergence at the end, and the amortised bytes per step
+and rank (periodic averaging and warm-up included: a2sgd-train's comm_bytes / steps).
+
+Definitions (docs/convergence.md):
+- the model scored is the averaged model, the one a user deploys;
+- lstm target: dense's final validation perplexity x 1.1 in the same group; mlp target: dense's
+  final test accuracy - 0.01;
+- steps to target: the first crossing, interpolated between evaluations (log perplexity, or
+  accuracy); "not reached" when no evaluation reaches it;
+- "within 1.5x": steps to target at most 1.5 x dense's own steps to the same target.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paper_report import load_run, steps_to_target  # noqa: E402
+
+
+def steps_to_accuracy(evals, key, target):
+    """First crossing of an accuracy target, interpolated linearly between evaluations."""
+    prev = None
+    for e in evals:
+        acc = e.get(key)
+        if acc is None or not math.isfinite(acc):
+            return None
+        if acc >= target:
+            if prev is None or prev[1] >= target:
+                return float(e["step"])
+            s0, a0 = prev
+            return s0 + (target - a0) / (acc - a0) * (e["step"] - s0)
+        prev = (e["step"], acc)
+    return None
+
+
+# Per model: the metric scored, whether lower is better, and how the target derives from dense's final.
+MODELS = {
+    "lstm": dict(key="valid_perplexity", lower=True, target=lambda d: 1.1 * d, rule="dense's final x 1.1",
+                 reach=steps_to_target, fmt=".1f", label="validation perplexity"),
+    "mlp": dict(key="test_accuracy", lower=False, target=lambda d: d - 0.01, rule="dense's final - 0.01",
+                reach=steps_to_accuracy, fmt=".4f", label="test accuracy"),
+}
+
+
+def group_rows(directory, model):
+    m = MODELS[model]
+    runs = {}
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".jsonl"):
+            evals, summary, warnings, diverged = load_run(os.path.join(directory, name))
+            runs[name[:-len(".jsonl")]] = dict(evals=evals, summary=summary, warnings=warnings, diverged=diverged)
+    dense = runs.get("dense")
+    if not dense or not dense["evals"]:
+        return None, None, {}
+    dense_final = dense["evals"][-1][m["key"] + "_averaged"]
+    target = m["target"](dense_final)
+    dense_bytes = dense["summary"]["bytes_per_step"] if dense["summary"] else None
+    rows = {}
+    for config, r in runs.items():
+        ev, s = r["evals"], r["summary"]
+        row = dict(config=config, warnings=r["warnings"], diverged=r["diverged"] is not None, finished=s is not None)
+        if ev:
+            row.update(final_averaged=ev[-1][m["key"] + "_averaged"], final_replica=ev[-1][m["key"]],
+                       best_averaged=(min if m["lower"] else max)(e[m["key"] + "_averaged"] for e in ev),
+                       replica_divergence=ev[-1]["replica_divergence"],
+                       max_divergence=max(e["replica_divergence"] for e in ev), last_step=ev[-1]["step"])
+        row["steps_to_target"] = m["reach"](ev, m["key"] + "_averaged", target)
+        row["steps_to_target_replica"] = m["reach"](ev, m["key"], target)
+        if s:
+            row.update(steps=s["steps"], bytes_per_step=s["bytes_per_step"], step_ms=1e3 * s["step_time_s"],
+                       ranks=s["world_size"])
+            if dense_bytes:
+                row["traffic_vs_dense"] = s["bytes_per_step"] / dense_bytes
+        rows[config] = row
+    dense_steps = rows["dense"]["steps_to_target"]
+    for row in rows.values():
+        n = row["steps_to_target"]
+        row["steps_vs_dense"] = None if n is None or not dense_steps else n / dense_steps
+    return target, dense_final, rows
+
+
+def plot(path, title, rows, xlabel_note):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("convergence_report.py: matplotlib missing; no plot", file=sys.stderr)
+        return False
+    reached = [r for r in rows.values() if r.get("bytes_per_step") and r["steps_to_target"] is not None]
+    missed = [r for r in rows.values() if r.get("bytes_per_step") and r["steps_to_target"] is None]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    top = max([r["steps_to_target"] for r in reached] + [r.get("steps", 0) for r in missed] + [1])
+    for r in reached:
+        ax.scatter(r["bytes_per_step"], r["steps_to_target"], color="tab:blue")
+        ax.annotate(r["config"], (r["bytes_per_step"], r["steps_to_target"]), fontsize=7, xytext=(3, 3),
+                    textcoords="offset points")
+    for r in missed:
+        ax.scatter(r["bytes_per_step"], 1.08 * top, marker="x", color="tab:red")
+        ax.annotate(r["config"], (r["bytes_per_step"], 1.08 * top), fontsize=7, rotation=30, xytext=(3, 3),
+                    textcoords="offset points")
+    # The Pareto front: no other configuration reaches the target in fewer steps with fewer bytes.
+    front, best = [], math.inf
+    for r in sorted(reached, key=lambda r: (r["bytes_per_step"], r["steps_to_target"])):
+        if r["steps_to_target"] < best:
+            front.append(r)
+            best = r["steps_to_target"]
+    if front:
+        ax.step([r["bytes_per_step"] for r in front], [r["steps_to_target"] for r in front], where="post",
+                color="tab:blue", alpha=0.4)
+    ax.set_xscale("log")
+    ax.set_xlabel("bytes per step and rank, amortised " + xlabel_note)
+    ax.set_ylabel("steps to target (x: not reached)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", help="the study's --out directory")
+    ap.add_argument("--no-plots", action="store_true")
+    args = ap.parse_args()
+    if not os.path.isdir(args.dir):
+        sys.exit(f"convergence_report.py: error: {args.dir} is not a directory")
+    md = ["# A2SGD convergence study", ""]
+    out = {}
+    groups = sorted(g for g in os.listdir(args.dir) if os.path.isdir(os.path.join(args.dir, g)))
+    for group in groups:
+        model = group.split("_", 1)[0]
+        if model not in MODELS:
+            continue
+        m = MODELS[model]
+        target, dense_final, rows = group_rows(os.path.join(args.dir, group), model)
+        if target is None:
+            print(f"convergence_report.py: warning: {group}: no finished dense run; skipped", file=sys.stderr)
+            continue
+        out[group] = dict(target=target, target_rule=m["rule"], dense_final=dense_final, runs=rows)
+        dense = rows["dense"]
+        md += [f"## {group}: target {m['label']} {format(target, m['fmt'])} ({m['rule']}); dense reaches it "
+               f"at step {dense['steps_to_target']:.0f}" if dense["steps_to_target"] else f"## {group}", ""]
+        md += ["| configuration | steps to target, averaged (x dense) / replica 0 | final, averaged / replica 0 | "
+               "best averaged | replica divergence, end / max | bytes per step (x dense) | steps run |",
+               "|---|---|---|---|---|---|---|"]
+        order = sorted(rows.values(), key=lambda r: (r["config"] != "dense", r.get("bytes_per_step") or 0, r["config"]))
+        for r in order:
+            note = " (diverged)" if r["diverged"] else ("" if r["finished"] else " (unfinished)")
+            reach = "not reached" if r["steps_to_target"] is None else (
+                f"{r['steps_to_target']:.0f} ({r['steps_vs_dense']:.2f}x)" if r["steps_vs_dense"] else
+                f"{r['steps_to_target']:.0f}")
+            rep = "-" if r["steps_to_target_replica"] is None else f"{r['steps_to_target_replica']:.0f}"
+            f = lambda k: "-" if r.get(k) is None else format(r[k], m["fmt"])
+            traffic = "-" if r.get("bytes_per_step") is None else (
+                f"{r['bytes_per_step']:,.0f} ({r['traffic_vs_dense']:.2%})" if r.get("traffic_vs_dense") else
+                f"{r['bytes_per_step']:,.0f}")
+            div = "-" if r.get("replica_divergence") is None else f"{r['replica_divergence']:.3f} / {r['max_divergence']:.3f}"
+            md.append(f"| {r['config']}{note} | {reach} / {rep} | {f('final_averaged')} / {f('final_replica')} | "
+                      f"{f('best_averaged')} | {div} | {traffic} | {r.get('steps', r.get('last_step', '-'))} |")
+        md.append("")
+        if not args.no_plots:
+            png = f"pareto_{group}.png"
+            if plot(os.path.join(args.dir, png), f"{group}: steps to {m['label']} {format(target, m['fmt'])}", rows,
+                    "(log)"):
+                md += [f"![{group}]({png})", ""]
+    if not out:
+        sys.exit(f"convergence_report.py: error: no group with a finished dense run in {args.dir}")
+    with open(os.path.join(args.dir, "report.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    with open(os.path.join(args.dir, "report.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The A2SGD convergence study (docs/convergence.md): trains one model with dense exchange and with
+# A2SGD configurations at the same rank count, optimizer and horizon, one run after the other, and
+# then tabulates with scripts/convergence_report.py the steps each configuration needs to reach
+# dense's final quality, its final quality, the replica divergence and the amortised bytes per step.
+#
+# Usage: scripts/convergence_study.sh [options] [-- extra a2sgd-train options for every run]
+#   --out DIR          results directory (default results/convergence); run R of a group is
+#                      DIR/<model>_p<ranks>_<optimizer>/R.jsonl (and .log)
+#   --build DIR        build tree with apps/train/a2sgd-train (default build)
+#   --model M          lstm (Penn Treebank, default) or mlp (Fashion-MNIST)
+#   --ranks "P ..."    rank counts (default "2 4" for lstm, "4 8" for mlp)
+#   --optimizers "O ..."  sgd, adam, momentum (default "sgd adam")
+#   --epochs N         horizon in epochs (default 6 for lstm, 3 for mlp)
+#   --evals-per-epoch N  evaluations per epoch (default 3 for lstm, 2 for mlp)
+#   --configs "C ..."  configurations (default: dense a2sgd a2sgd-layer-k100-hold); a name is
+#                      dense, or a2sgd followed by any of these parts, in any order:
+#                        -layer       --a2sgd-granularity layer
+#                        -k<K>        --a2sgd-average-every K
+#                        -global      --a2sgd-residual global
+#                        -weighted    --a2sgd-averaging weighted
+#                        -hold        --a2sgd-zero-gradient hold
+#                        -w<W>        --a2sgd-warmup-steps W
+#                        -frozen      --a2sgd-moments frozen (Adam; needs -w<W>)
+#                        -lr<X>       --lr X (instead of the optimizer's rate below)
+#                        -clip<X>     --clip X
+#   --force            run again even where a finished run's metrics exist (default: skip them, so
+#                      that an interrupted study continues where it stopped)
+#   --no-report        only train
+# Learning rates: lstm sgd 20, adam 0.002; mlp sgd 0.1, momentum 0.05 (momentum 0.9), adam 0.001.
+# Environment: MPIEXEC (default mpirun), MPIEXEC_FLAGS (e.g. --oversubscribe), PYTHON (default
+# /usr/bin/python3), A2SGD_DATA_DIR or --data-dir in the extra options.
+# Exit code: 0 when every run and the report succeeded, 2 for bad options, else the first failing
+# run's code (a run that stopped with exit 3, diverged, is reported and does not stop the others).
+set -uo pipefail
+
+out=results/convergence
+build=build
+model=lstm
+ranks=
+optimizers="sgd adam"
+epochs=
+evals_per_epoch=
+configs="dense a2sgd a2sgd-layer-k100-hold"
+force=0
+report=1
+extra=()
+die() { echo "convergence_study.sh: error: $*" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) out=${2:?}; shift 2 ;;
+    --build) build=${2:?}; shift 2 ;;
+    --model) model=${2:?}; shift 2 ;;
+    --ranks) ranks=${2:?}; shift 2 ;;
+    --optimizers) optimizers=${2:?}; shift 2 ;;
+    --epochs) epochs=${2:?}; shift 2 ;;
+    --evals-per-epoch) evals_per_epoch=${2:?}; shift 2 ;;
+    --configs) configs=${2:?}; shift 2 ;;
+    --force) force=1; shift ;;
+    --no-report) report=0; shift ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+case "$model" in
+  lstm) : "${ranks:=2 4}" "${epochs:=6}" "${evals_per_epoch:=3}"; model_opts=(--model lstm --dataset ptb) ;;
+  mlp) : "${ranks:=4 8}" "${epochs:=3}" "${evals_per_epoch:=2}"; model_opts=(--model mlp) ;;
+  *) die "--model must be lstm or mlp (got '$model')" ;;
+esac
+for v in epochs evals_per_epoch; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v//_/-} must be a positive integer (got '${!v}')"
+done
+for p in $ranks; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks: '$p' is not a positive integer"; done
+train=$build/apps/train/a2sgd-train
+[[ -x $train ]] || die "no a2sgd-train at $train (--build DIR)"
+here=$(cd "$(dirname "$0")" && pwd)
+python=${PYTHON:-/usr/bin/python3}
+
+# The optimizer's options for this model; its learning rate unless the configuration names one ($2).
+optimizer_options() {
+  local rate
+  case "$model:$1" in
+    lstm:sgd) rate=20 ;;
+    lstm:adam) rate=0.002 ;;
+    mlp:sgd) rate=0.1 ;;
+    mlp:momentum) rate=0.05 ;;
+    mlp:adam) rate=0.001 ;;
+    *) return 1 ;;
+  esac
+  echo "--optimizer $1 $([[ $1 == momentum ]] && echo "--momentum 0.9") $([[ $2 == *--lr* ]] || echo "--lr $rate")"
+}
+
+# The exchange options of a configuration name (see --help); fails on an unknown part. Every A2SGD
+# option is stated, so that a run means the same whatever a2sgd-train's defaults are.
+config_options() {
+  local name=$1 part
+  [[ $name == dense ]] && { echo "--compressor dense"; return 0; }
+  [[ $name == a2sgd || $name == a2sgd-* ]] || return 1
+  local granularity=model every=0 residual=local averaging=mean zeros=move warmup=0 moments=local
+  local -a o=(--compressor a2sgd)
+  local IFS=-
+  for part in ${name#a2sgd}; do
+    case "$part" in
+      "") ;;
+      layer) granularity=layer ;;
+      global) residual=global ;;
+      weighted) averaging=weighted ;;
+      hold) zeros=hold ;;
+      frozen) moments=frozen ;;
+      k[1-9]*) [[ ${part#k} =~ ^[0-9]+$ ]] || return 1; every=${part#k} ;;
+      w[1-9]*) [[ ${part#w} =~ ^[0-9]+$ ]] || return 1; warmup=${part#w} ;;
+      lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; o+=(--lr "${part#lr}") ;;
+      clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; o+=(--clip "${part#clip}") ;;
+      *) return 1 ;;
+    esac
+  done
+  IFS=' '
+  echo "${o[*]} --a2sgd-granularity $granularity --a2sgd-average-every $every --a2sgd-residual $residual" \
+    "--a2sgd-averaging $averaging --a2sgd-zero-gradient $zeros --a2sgd-warmup-steps $warmup --a2sgd-moments $moments"
+}
+
+for o in $optimizers; do optimizer_options "$o" "" > /dev/null || die "optimizer '$o' is not part of the $model study"; done
+for c in $configs; do config_options "$c" > /dev/null || die "unknown configuration '$c' (see --help)"; done
+
+# Steps per epoch at p ranks, as a2sgd-train's header reports them (a one-step run).
+steps_per_epoch() {
+  ${MPIEXEC:-mpirun} ${MPIEXEC_FLAGS:-} -np "$1" "$train" "${model_opts[@]}" --steps 1 --eval-every 0 \
+    --no-progress-bar "${extra[@]}" 2>&1 | sed -n 's/.*(\([0-9]*\) per epoch).*/\1/p' | head -n 1
+}
+
+status=0
+for p in $ranks; do
+  spe=$(steps_per_epoch "$p")
+  [[ $spe =~ ^[1-9][0-9]*$ ]] || die "could not read the steps per epoch at $p ranks from a2sgd-train"
+  steps=$((spe * epochs))
+  eval_every=$(( spe / evals_per_epoch > 0 ? spe / evals_per_epoch : 1 ))
+  for opt in $optimizers; do
+    dir=$out/${model}_p${p}_${opt}
+    mkdir -p "$dir" || die "cannot create $dir"
+    for c in $configs; do
+      metrics=$dir/$c.jsonl
+      if [[ $force -eq 0 && -f $metrics ]] && grep -q '"event": *"\(summary\|diverged\)"' "$metrics"; then
+        echo "== $dir/$c: done before, kept" >&2
+        continue
+      fi
+      copts=$(config_options "$c")
+      # shellcheck disable=SC2046,SC2086
+      args=("${model_opts[@]}" $(optimizer_options "$opt" "$copts") $copts --steps "$steps"
+            --eval-every "$eval_every" --log-every "$eval_every" --metrics "$metrics" --no-progress-bar "${extra[@]}")
+      echo "== $dir/$c: a2sgd-train ${args[*]}" >&2
+      start=$(date +%s)
+      # shellcheck disable=SC2086
+      ${MPIEXEC:-mpirun} ${MPIEXEC_FLAGS:-} -np "$p" "$train" "${args[@]}" > "$dir/$c.log" 2>&1
+      rc=$?
+      echo "   exit $rc after $(( $(date +%s) - start )) s" >&2
+      if [[ $rc -ne 0 && $rc -ne 3 ]]; then
+        tail -n 5 "$dir/$c.log" >&2
+        [[ $status -eq 0 ]] && status=$rc
+      fi
+    done
+  done
+done
+
+if [[ $report -eq 1 ]]; then
+  "$python" "$here/convergence_report.py" "$out" || { rc=$?; [[ $status -eq 0 ]] && status=$rc; }
+fi
+exit $status
