@@ -19,6 +19,14 @@
 #   --runs "a b ..."   a subset of the run names below (default: all)
 #   --target X         target validation perplexity (default: dense's final value x 1.1, per optimizer)
 #   --no-report        only train
+#   --network RATE     instead of training: time every run for --timing-steps steps across --ranks
+#                      emulated nodes (one rank per node) whose links run at RATE (a tc rate such as
+#                      250mbit; scripts/cluster/a2sgd-cluster, root), into OUT/network-RATE-pP/, and
+#                      report the time to the target: steps to target from the full runs already in
+#                      OUT (same --ranks) x the step time measured over the network, next to the
+#                      alpha-beta model's (scripts/network_report.py; docs/network.md)
+#   --timing-steps S   steps per timed run with --network (default 200)
+#   --tcp-links K      TCP connections per pair of ranks with --network (default 1)
 # Runs: dense_sgd a2sgd_sgd a2sgd-layer_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam
 #       a2sgd-layer_adam a2sgd-frozen_adam topk_adam qsgd_adam
 # Environment: MPIEXEC (default mpirun), MPIEXEC_FLAGS (e.g. --oversubscribe), PYTHON (default
@@ -39,6 +47,9 @@ frozen_warmup=
 runs="dense_sgd a2sgd_sgd a2sgd-layer_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-layer_adam a2sgd-frozen_adam topk_adam qsgd_adam"
 target=
 report=1
+network=
+timing_steps=200
+tcp_links=1
 extra=()
 die() { echo "paper_experiment.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -54,12 +65,15 @@ while [[ $# -gt 0 ]]; do
     --runs) runs=${2:?}; shift 2 ;;
     --target) target=${2:?}; shift 2 ;;
     --no-report) report=0; shift ;;
+    --network) network=${2:?}; shift 2 ;;
+    --timing-steps) timing_steps=${2:?}; shift 2 ;;
+    --tcp-links) tcp_links=${2:?}; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
-for v in ranks steps eval_every; do
+for v in ranks steps eval_every timing_steps; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v//_/-} must be a positive integer (got '${!v}')"
 done
 [[ -z $frozen_warmup ]] && frozen_warmup=$(( steps / 10 > 0 ? steps / 10 : 1 ))
@@ -88,6 +102,36 @@ run_options() {
   esac
   printf '%s\n' "${o[@]}"
 }
+
+# --network: the same runs, timed across emulated nodes.
+if [[ -n $network ]]; then
+  # shellcheck source=cluster/timing.sh
+  source "$here/cluster/timing.sh"
+  netdir=$out/network-$network-p$ranks
+  a2sgd_net_begin "$network" "$ranks" "$netdir" "$build" "$tcp_links" || exit $?
+  status=0
+  for name in $runs; do
+    mapfile -t opts < <(run_options "$name") || true
+    [[ ${#opts[@]} -gt 0 ]] || die "unknown run '$name'"
+    echo "== $name over the network: ${opts[*]}" >&2
+    start=$(date +%s)
+    a2sgd_net_train "$name" --model lstm "${opts[@]}" --steps "$timing_steps" --eval-every 0 --log-every 50 \
+      --collective-timeout 0 "${extra[@]}"
+    rc=$?
+    echo "   exit $rc after $(( $(date +%s) - start )) s" >&2
+    if [[ $rc -ne 0 ]]; then
+      tail -n 5 "$netdir/$name.log" >&2
+      [[ $status -eq 0 ]] && status=$rc
+    fi
+  done
+  a2sgd_net_end
+  if [[ $report -eq 1 ]]; then
+    targs=()
+    [[ -n $target ]] && targs=(--target "$target")
+    "$python" "$here/network_report.py" "$out" "$netdir" "${targs[@]}" || { rc=$?; [[ $status -eq 0 ]] && status=$rc; }
+  fi
+  exit $status
+fi
 
 status=0
 for name in $runs; do

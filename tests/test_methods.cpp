@@ -82,6 +82,29 @@ TEST_CASE("every method hands MPI the bytes per rank per step of docs/methods.md
   }
 }
 
+TEST_CASE("A2SGD's planned traffic includes periodic averaging, amortised", "[methods][model]") {
+  Communicator comm;
+  A2sgdOptions o;
+  o.average_every = 100;
+  A2sgdExchange ex(comm, 1000, o);
+  const auto t = ex.step_traffic();
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].bytes == 16);
+  CHECK(t[0].every == 1);
+  CHECK(t[1].bytes == 4000);
+  CHECK(t[1].every == 100);
+  // Over K steps the accounting agrees: K steps of 16 bytes and one average of 4 n.
+  Optimizer sgd(OptimizerConfig{}, 1000);
+  auto x = to_device(std::vector<float>(1000, 0.0f));
+  Rng rng(3);
+  std::vector<float> g(1000);
+  for (int s = 0; s < 100; ++s) {
+    for (auto& v : g) v = static_cast<float>(rng.normal());
+    ex.step(x, to_device(g), sgd, 0.01);
+  }
+  CHECK(ex.stats().total.bytes_sent == 100 * 16 + 4000);
+}
+
 TEST_CASE("alpha-beta model: ring and recursive-doubling costs", "[methods][model]") {
   // The model's costs are double formulas of a few operations: within gamma64(8) of the closed forms.
   Link link;
@@ -117,6 +140,22 @@ TEST_CASE("alpha-beta model: ring and recursive-doubling costs", "[methods][mode
   CHECK_THROWS_WITH(Link::parse("fast", 1e-6), A2SGD_CONTAINS("link \"fast\""));
   CHECK_THROWS_AS(Link::parse("10:-1", 1e-6), InvalidArgument);
   CHECK_THROWS_AS(Link::parse("0", 1e-6), InvalidArgument);
+  // Half duplex: the bandwidth terms double, the latency terms stay.
+  const Link h = Link::parse("100:1.5:half", 2e-6);
+  CHECK_FALSE(h.full_duplex);
+  CHECK(Link::parse("100:1.5", 2e-6).full_duplex);
+  CHECK_THAT(collective_seconds(CollectiveKind::allreduce, 4000000, 4, h, AllreduceModel::ring),
+             WithinRel(6 * 1.5e-6 + 2 * 6e6 / 12.5e9, gamma64(8)));
+  CHECK_THAT(collective_seconds(CollectiveKind::allgather, 100, 5, h),
+             WithinRel(3 * 1.5e-6 + 2 * 400 / 12.5e9, gamma64(8)));
+  CHECK_THROWS_AS(Link::parse("half", 1e-6), InvalidArgument);
+  // A collective made every K steps counts 1 / K per step.
+  PlannedCollective every{CollectiveKind::allreduce, 1 << 20};
+  every.every = 50;
+  CHECK_THAT(step_comm_seconds({{CollectiveKind::allreduce, 16}, every}, 4, link),
+             WithinRel(collective_seconds(CollectiveKind::allreduce, 16, 4, link) +
+                           collective_seconds(CollectiveKind::allreduce, 1 << 20, 4, link) / 50,
+                       gamma64(8)));
   CHECK(parse_allreduce_model("ring") == AllreduceModel::ring);
   CHECK_THROWS_WITH(parse_allreduce_model("tree"), A2SGD_CONTAINS("ring, doubling, best"));
 }

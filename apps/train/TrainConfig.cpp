@@ -88,7 +88,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   // Signed types for sizes so that "-5" is rejected with a message instead of wrapping around.
   std::string hidden = "256,256", init = "he", optimizer, schedule = "constant", compressor = "a2sgd";
   std::string averaging = "mean", residual = "local", error_feedback = "on", config_file, granularity = "model";
-  std::string moments = "local", resume_override, zero_gradient = "move";
+  std::string moments = "local", resume_override, zero_gradient = "move", model_link;
   long long epochs = 3, steps = 0, batch = 64, eval_every = -1, log_every = 50, warmup = 0, lr_warmup = 0;
   long long lr_step_size = 1000, average_every = 0, eval_batch = 1000, seed = 1;
   long long checkpoint_every = 0, keep_checkpoints = 3;
@@ -189,6 +189,9 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "warn when the averaged model's first-split loss rose at this many consecutive evaluations (0: off)")(
       "stop-on-divergence", po::bool_switch(&c.stop_on_divergence),
       "stop every rank with exit code 3 when a divergence warning is raised")(
+      "model-link", po::value(&model_link),
+      "GBIT_PER_S:ALPHA_US[:half]: the summary adds the alpha-beta model's communication time per step on "
+      "this link at this run's rank count (modelled_comm_s_per_step)")(
       "diagnostics-every", po::value(&diagnostics_every)->default_value(diagnostics_every),
       "every N steps a diagnostics record of each tensor's update against the mean gradient, and per-tensor "
       "replica divergence at evaluations (0: off)")(
@@ -323,6 +326,13 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   c.divergence_patience = static_cast<std::uint64_t>(divergence_patience);
   require(diagnostics_every >= 0, "diagnostics-every", diagnostics_every, "must not be negative (0: off)");
   c.diagnostics_every = static_cast<std::uint64_t>(diagnostics_every);
+  if (vm.count("model-link")) {
+    try {
+      c.model_link = Link::parse(model_link, 0.0);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(std::string("--model-link: ") + e.what());
+    }
+  }
   require(average_every >= 0, "a2sgd-average-every", average_every, "must not be negative");
   c.epochs = static_cast<std::uint64_t>(epochs);
   c.steps = static_cast<std::uint64_t>(steps);
@@ -459,6 +469,9 @@ std::string TrainConfig::to_ini() const {
   o << "divergence-threshold = " << divergence_threshold << "\ndivergence-patience = " << divergence_patience
     << "\nstop-on-divergence = " << (stop_on_divergence ? "true" : "false") << '\n';
   o << "diagnostics-every = " << diagnostics_every << '\n';
+  if (model_link)
+    o << "model-link = " << model_link->gbit_per_s() << ':' << model_link->alpha_s * 1e6
+      << (model_link->full_duplex ? "" : ":half") << '\n';
   return o.str();
 }
 
@@ -482,6 +495,7 @@ TrainerConfig TrainConfig::trainer() const {
   t.divergence_threshold = divergence_threshold;
   t.divergence_patience = divergence_patience;
   t.diagnostics_every = diagnostics_every;
+  t.model_link = model_link;
   t.stop_on_divergence = stop_on_divergence;
   return t;
 }

@@ -37,6 +37,7 @@ struct TrainConfig {
   double divergence_threshold = 0.5;      // replica divergence that warns (0: off)
   std::uint64_t divergence_patience = 3;  // rising evaluations that warn (0: off)
   std::uint64_t diagnostics_every = 0;    // steps between diagnostics records (0: off)
+  std::optional<Link> model_link;         // the summary's modelled_comm_s_per_step on this link
   bool stop_on_divergence = false;
   double collective_timeout = 300.0;  // seconds one collective may wait before the rank gives up (0: off)
   // output

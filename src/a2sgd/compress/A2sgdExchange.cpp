@@ -112,6 +112,16 @@ A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptio
       m_last_global(m_bounds.size() - 1, {0.0, 0.0}),
       m_last_local(m_bounds.size() - 1, {0.0, 0.0}) {}
 
+std::vector<PlannedCollective> A2sgdExchange::step_traffic() const {
+  std::vector<PlannedCollective> t = {{CollectiveKind::allreduce, 8u * static_cast<std::uint64_t>(payload_scalars())}};
+  if (m_options.average_every > 0) {
+    PlannedCollective average{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(size())};
+    average.every = m_options.average_every;
+    t.push_back(average);
+  }
+  return t;
+}
+
 std::vector<std::pair<std::string, std::string>> A2sgdExchange::options() const {
   std::vector<std::pair<std::string, std::string>> o = {{"averaging", to_string(m_options.averaging)},
                                                         {"residual", to_string(m_options.residual)},

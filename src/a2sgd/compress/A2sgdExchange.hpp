@@ -83,9 +83,9 @@ class A2sgdExchange final : public Exchange {
                 const CommonExchangeOptions& common = {}, const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "a2sgd"; }
-  std::vector<PlannedCollective> step_traffic() const override {
-    return {{CollectiveKind::allreduce, 8u * static_cast<std::uint64_t>(payload_scalars())}};
-  }
+  /// The two (or four) scalars per segment each step and, with periodic averaging, the model's
+  /// all-reduce once every K steps.
+  std::vector<PlannedCollective> step_traffic() const override;
   std::vector<std::pair<std::string, std::string>> options() const override;
   std::vector<NamedView> state() const override { return {{"residual", m_residual}}; }
 

@@ -427,6 +427,11 @@ void Trainer::write_summary(std::uint64_t done) {
       rec.add("modelled_comm_s_p" + std::to_string(p) + "_" + std::to_string(std::lround(link.gbit_per_s())) + "gbps",
               step_comm_seconds(traffic, p, link));
   }
+  if (m_config.model_link)
+    rec.add("model_link_gbit_per_s", m_config.model_link->gbit_per_s())
+        .add("model_link_alpha_s", m_config.model_link->alpha_s)
+        .add("model_link_full_duplex", m_config.model_link->full_duplex)
+        .add("modelled_comm_s_per_step", step_comm_seconds(traffic, m_comm.size(), *m_config.model_link));
   add_split_fields(rec, m_last_eval);
   rec.add("replica_divergence", m_last_eval.replica_divergence);
   for (const auto& [key, value] : m_exchange->options()) rec.add("a2sgd_" + key, value);

@@ -7,6 +7,7 @@
 /// the run with the requeue outcome.
 
 #include <a2sgd/comm/Communicator.hpp>
+#include <a2sgd/comm/NetworkModel.hpp>
 #include <a2sgd/comm/StopSignals.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/core/ParameterStore.hpp>
@@ -57,6 +58,9 @@ struct TrainerConfig {
   /// and per-tensor replica divergence in every evaluation record (UpdateMonitor; diagnostic
   /// collectives outside the gradient traffic, and the monitored steps take longer).
   std::uint64_t diagnostics_every = 0;
+  /// A link to model this run's exchange on (alpha-beta, at this run's rank count): the summary
+  /// then has modelled_comm_s_per_step for it, next to the measured comm_s_per_step.
+  std::optional<Link> model_link;
 };
 
 /// One split's evaluation (identical on every rank).

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Time to a target over an emulated network: full runs on one node x step times measured across nodes.
+
+Reads the full training runs in FULL (FULL/<run>.jsonl or FULL/<run>/metrics.jsonl: steps to the
+target) and the timed runs across emulated nodes in NET (NET/<run>.jsonl, from
+scripts/cluster/timing.sh, with the same options and rank count), and writes NET/report.md and
+NET/report.json (docs/network.md):
+
+- target: lstm, dense's final validation perplexity x 1.1 of the averaged model (per optimizer:
+  runs are named <method>_<optimizer>); mlp, dense's final test accuracy - 0.01; or --target;
+- steps to target: from the full run (paper_report.steps_to_target: log-perplexity interpolation
+  between evaluations; accuracy linearly);
+- measured: steps to target x the step time measured over the network (step_time_s of the timed
+  run: compute, compression, communication and update of every step, evaluations excluded);
+- modelled: steps to target x (the timed run's compute + compression + update + the alpha-beta
+  communication time on the link fitted to the same network, modelled_comm_s_per_step);
+- ratio A : B = time(B) / time(A): how many times faster run A reaches the target.
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from convergence_report import steps_to_accuracy  # noqa: E402
+from paper_report import load_run, steps_to_target  # noqa: E402
+
+PAPER_RATIOS = {"topk": 3.2, "qsgd": 23.2}
+
+
+def find_full(full, name):
+    for path in (os.path.join(full, name + ".jsonl"), os.path.join(full, name, "metrics.jsonl")):
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def split_name(name):
+    method, _, optimizer = name.rpartition("_")
+    return (method, optimizer) if method else (name, "default")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("full", help="directory of the full runs on one node")
+    ap.add_argument("net", help="directory of the runs timed across emulated nodes")
+    ap.add_argument("--model", choices=("lstm", "mlp"), default=None, help="default: from the runs")
+    ap.add_argument("--target", action="append", default=[],
+                    help="X for every optimizer or OPTIMIZER=X (repeatable); default: from dense's final")
+    args = ap.parse_args()
+    stated = {}
+    for t in args.target:
+        key, _, value = t.rpartition("=")
+        try:
+            stated[key or "*"] = float(value)
+        except ValueError:
+            sys.exit(f"network_report.py: error: --target {t}: not a number")
+    names = sorted(n[:-6] for n in os.listdir(args.net) if n.endswith(".jsonl"))
+    if not names:
+        sys.exit(f"network_report.py: error: no timed runs (*.jsonl) in {args.net}")
+    link = open(os.path.join(args.net, "link.txt")).read().strip() if os.path.exists(
+        os.path.join(args.net, "link.txt")) else "?"
+
+    groups = {}
+    for name in names:
+        method, optimizer = split_name(name)
+        _, net_summary, _, _ = load_run(os.path.join(args.net, name + ".jsonl"))
+        path = find_full(args.full, name)
+        full = load_run(path) if path else None
+        groups.setdefault(optimizer, {})[method] = dict(net=net_summary, full=full, name=name)
+
+    md = [f"# Time to target over the emulated network ({os.path.basename(os.path.normpath(args.net))})", "",
+          f"Link fitted by a2sgd-netbench: {link} (GBIT_PER_S:ALPHA_US[:half]).", ""]
+    out = {}
+    for optimizer, runs in sorted(groups.items()):
+        model = args.model or ("lstm" if any(r["net"] and "lstm" in r["net"].get("model", "") for r in runs.values())
+                               else "mlp")
+        key = "valid_perplexity_averaged" if model == "lstm" else "test_accuracy_averaged"
+        reach = steps_to_target if model == "lstm" else steps_to_accuracy
+        dense = runs.get("dense", {}).get("full")
+        target = stated.get(optimizer, stated.get("*"))
+        rule = "stated"
+        if target is None and dense and dense[0]:
+            final = dense[0][-1][key]
+            target, rule = (1.1 * final, "dense's final x 1.1") if model == "lstm" else (final - 0.01,
+                                                                                          "dense's final - 0.01")
+        if target is None:
+            print(f"network_report.py: warning: {optimizer}: no full dense run and no --target; skipped",
+                  file=sys.stderr)
+            continue
+        rows = {}
+        for method, r in runs.items():
+            s = r["net"]
+            row = dict(run=r["name"])
+            steps = reach(r["full"][0], key, target) if r["full"] else None
+            row["steps_to_target"] = steps
+            row["full_run"] = r["full"] is not None
+            if s:
+                other = s["compute_s_per_step"] + s["compress_s_per_step"] + s["optimizer_s_per_step"]
+                row.update(step_s=s["step_time_s"], comm_s=s["comm_s_per_step"], other_s=other,
+                           bytes_per_step=s["bytes_per_step"], ranks=s["world_size"],
+                           modelled_comm_s=s.get("modelled_comm_s_per_step"))
+                if row["modelled_comm_s"] is not None:
+                    row["modelled_step_s"] = other + row["modelled_comm_s"]
+                if steps is not None:
+                    row["measured_s"] = steps * s["step_time_s"]
+                    if "modelled_step_s" in row:
+                        row["modelled_s"] = steps * row["modelled_step_s"]
+            rows[method] = row
+        ratios = {}
+        for a in sorted(m for m in rows if m.startswith("a2sgd")):
+            for b in ("dense", "topk", "qsgd"):
+                if b not in rows:
+                    continue
+                entry = {}
+                for kind in ("measured_s", "modelled_s"):
+                    ta, tb = rows[a].get(kind), rows[b].get(kind)
+                    entry[kind] = tb / ta if ta and tb else None
+                entry["unreached"] = [m for m in (a, b) if rows[m].get("steps_to_target") is None]
+                ratios[f"{a}:{b}"] = entry
+        out[optimizer] = dict(target=target, target_rule=rule, link=link, runs=rows, ratios=ratios)
+        unit = "validation perplexity" if model == "lstm" else "test accuracy"
+        md += [f"## {optimizer}: target {unit} {target:.4g} ({rule})", "",
+               "| run | steps to target (full run) | ms per step over the network (comm) | modelled ms per step "
+               "(comm) | bytes per step | time to target, measured | modelled |", "|---|---|---|---|---|---|---|"]
+        f = lambda v, spec: "-" if v is None else format(v, spec)
+        for method in sorted(rows, key=lambda m: (m != "dense", m)):
+            r = rows[method]
+            st = "no full run" if not r["full_run"] else f(r["steps_to_target"], ".0f") if r[
+                "steps_to_target"] is not None else "not reached"
+            md.append(f"| {r['run']} | {st} | {f(1e3 * r['step_s'] if 'step_s' in r else None, '.1f')} "
+                      f"({f(1e3 * r['comm_s'] if 'comm_s' in r else None, '.1f')}) | "
+                      f"{f(1e3 * r['modelled_step_s'] if 'modelled_step_s' in r else None, '.1f')} "
+                      f"({f(1e3 * r['modelled_comm_s'] if r.get('modelled_comm_s') is not None else None, '.1f')}) | "
+                      f"{f(r.get('bytes_per_step'), ',.0f')} | {f(r.get('measured_s'), '.0f')} s | "
+                      f"{f(r.get('modelled_s'), '.0f')} s |")
+        md += ["", "| ratio (times faster to the target) | measured | modelled | the paper |", "|---|---|---|---|"]
+        for name, e in ratios.items():
+            a, b = name.split(":")
+            why = "not reached by " + " and ".join(e["unreached"]) if e["unreached"] else "-"
+            md.append(f"| {a} : {b} | {why if e['measured_s'] is None else format(e['measured_s'], '.2f') + 'x'} | "
+                      f"{why if e['modelled_s'] is None else format(e['modelled_s'], '.2f') + 'x'} | "
+                      f"{str(PAPER_RATIOS[b]) + 'x' if b in PAPER_RATIOS else '-'} |")
+        md.append("")
+    with open(os.path.join(args.net, "report.json"), "w") as fh:
+        json.dump(out, fh, indent=1)
+    with open(os.path.join(args.net, "report.md"), "w") as fh:
+        fh.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
