@@ -9,7 +9,9 @@
 # root); otherwise it exits 77 (CTest: skipped) saying why. It writes its own slurm.conf for this
 # host (proctrack/linuxproc, task/none, this node's CPUs and memory), starts munged, slurmctld
 # and slurmd under <work dir>, and stops every daemon it started by PID when it ends, also on
-# failure.
+# failure. The daemons' Unix sockets (munge's, slurmd's step sockets in its spool) live in a short
+# directory under the temporary directory, removed at the end: a socket path may not exceed 108
+# bytes, which a build tree's path alone can (Spack's stage directories do).
 set -uo pipefail
 
 source_dir="$1" work="$2" train="$3" checkpoint_tool="$4" mpiexec="$5"
@@ -32,7 +34,12 @@ for program in munged slurmctld slurmd sbatch scontrol scancel srun; do
 done
 
 rm -rf "${work}"
-mkdir -p "${work}"/{state,spool,log,munge,job,ref}
+mkdir -p "${work}"/{state,log,job,ref}
+# Sockets: /tmp when $TMPDIR is long itself (the 108-byte limit leaves room for ~40 of its own).
+tmp="${TMPDIR:-/tmp}"
+((${#tmp} <= 40)) || tmp=/tmp
+sockets="$(mktemp -d "${tmp}/a2sgd-slurm.XXXXXX")" || fail "cannot create a directory under ${tmp}"
+mkdir -p "${sockets}"/{munge,spool}
 pids=()
 cleanup() {
   if [[ -f "${work}/slurm.conf" ]]; then
@@ -40,15 +47,16 @@ cleanup() {
     SLURM_CONF="${work}/slurm.conf" scancel --quiet --full --user="$(id -un)" 2> /dev/null
   fi
   local pid daemons=("${pids[@]}")
-  [[ -f "${work}/munge/munged.pid" ]] && daemons+=("$(cat "${work}/munge/munged.pid")")
+  [[ -f "${sockets}/munge/munged.pid" ]] && daemons+=("$(cat "${sockets}/munge/munged.pid")")
   for pid in "${daemons[@]}"; do kill "${pid}" 2> /dev/null; done
   for _ in $(seq 50); do
     local alive=0
     for pid in "${daemons[@]}"; do kill -0 "${pid}" 2> /dev/null && alive=1; done
-    ((alive)) || return 0
+    ((alive)) || break
     sleep 0.2
   done
   for pid in "${daemons[@]}"; do kill -KILL "${pid}" 2> /dev/null; done
+  rm -rf "${sockets}"
 }
 trap cleanup EXIT
 
@@ -68,10 +76,10 @@ cpus="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
 ((cpus >= 2)) || skip "the 2-rank job needs 2 CPUs; this node has ${cpus}"
 memory_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 512))
 port=$((20000 + ($$ % 20000)))
-dd if=/dev/urandom of="${work}/munge/munge.key" bs=1024 count=1 status=none
-chmod 400 "${work}/munge/munge.key"
-munged --force --key-file="${work}/munge/munge.key" --socket="${work}/munge/socket" \
-  --pid-file="${work}/munge/munged.pid" --log-file="${work}/log/munged.log" --seed-file="${work}/munge/seed" \
+dd if=/dev/urandom of="${sockets}/munge/munge.key" bs=1024 count=1 status=none
+chmod 400 "${sockets}/munge/munge.key"
+munged --force --key-file="${sockets}/munge/munge.key" --socket="${sockets}/munge/socket" \
+  --pid-file="${sockets}/munge/munged.pid" --log-file="${work}/log/munged.log" --seed-file="${sockets}/munge/seed" \
   || fail "munged did not start"
 cat > "${work}/slurm.conf" << CONF
 ClusterName=a2sgdtest
@@ -80,7 +88,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 # cred_expire: how long a requeued job waits before it may start again (default 120 s).
-AuthInfo=socket=${work}/munge/socket,cred_expire=10
+AuthInfo=socket=${sockets}/munge/socket,cred_expire=10
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -94,7 +102,7 @@ ReturnToService=2
 SlurmctldPort=${port}
 SlurmdPort=$((port + 1))
 StateSaveLocation=${work}/state
-SlurmdSpoolDir=${work}/spool
+SlurmdSpoolDir=${sockets}/spool
 SlurmctldPidFile=${work}/slurmctld.pid
 SlurmdPidFile=${work}/slurmd.pid
 SlurmctldLogFile=${work}/log/slurmctld.log

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks spack/a2sgd/packages/a2sgd/package.py against the project's CMake without Spack.
+"""Checks the Spack repository under spack/ against the project and the rules a real Spack enforces.
 
 The recipe is executed with a minimal stand-in for Spack's package API that records its
 directives (version, variant, depends_on, conflicts) and evaluates cmake_args() for a set of
@@ -9,23 +9,73 @@ specs. Then, what Spack itself would only find out when a user's build fails:
   * every variant changes the build: toggling it changes cmake_args() or the dependencies;
   * each dependency's minimum version is the one the project's find_package() asks for, the
     CMake minimum is cmake_minimum_required's, Kokkos stays below the release the project refuses;
-  * the release version is project(VERSION), and the GPU architecture reaches Kokkos for every
-    cuda_arch / amdgpu_target value.
+  * a numeric release, if the recipe has one, is project(VERSION), and the GPU architecture reaches
+    Kokkos for every cuda_arch / amdgpu_target value.
+And what a real Spack (v1.1) refused or failed on (docs/hpc.md):
+  * the repository layout of the api its repo.yaml declares: api v2.x needs
+    <root>/spack_repo/<namespace>/repo.yaml with packages/<name with underscores>/package.py
+    ("Path must contain 'spack_repo/'"); v1.x the older <root>/repo.yaml layout;
+  * every language the CMake project enables (project(LANGUAGES), enable_language()) has a
+    depends_on("c" / "cxx" / "fortran") (else "SPACK_CC_* variables not set" at configure);
+  * every declared version can be fetched from a clone of this repository (a tag must exist in
+    it: tags do not reach a clone of main; a commit must be on HEAD's history; a branch must
+    exist); the version a plain `spack install a2sgd` takes (the preferred one, else the
+    highest numeric release) is then one of them.
 Usage: check_spack_recipe.py <source dir>
 """
 import os
 import re
+import subprocess
 import sys
 import types
 
 SOURCE = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
-RECIPE = os.path.join(SOURCE, "spack", "a2sgd", "packages", "a2sgd", "package.py")
 failures = []
 
 
 def fail(message):
     failures.append(message)
     print("FAIL:", message)
+
+
+# ---- 0. the repository layout for the api its repo.yaml declares ----
+def repo_yaml(path):
+    """namespace and api of a repo.yaml (the two keys Spack reads here), without a YAML parser."""
+    text = open(path).read()
+    namespace = re.search(r"^\s*namespace:\s*['\"]?([\w.-]+)", text, re.M)
+    api = re.search(r"^\s*api:\s*['\"]?v?(\d+)\.(\d+)", text, re.M)
+    return (namespace.group(1) if namespace else None), ((int(api.group(1)), int(api.group(2))) if api else None)
+
+
+repos = []
+for root, dirs, files in os.walk(os.path.join(SOURCE, "spack")):
+    if "repo.yaml" in files:
+        repos.append(root)
+if len(repos) != 1:
+    print(f"FAIL: expected one Spack repository (repo.yaml) under spack/, found {len(repos)}: {repos}")
+    sys.exit(1)
+REPO = repos[0]
+namespace, api = repo_yaml(os.path.join(REPO, "repo.yaml"))
+if namespace is None or api is None:
+    fail(f"{REPO}/repo.yaml must declare repo: namespace and api (v2.x for Spack v1)")
+elif api[0] >= 2:
+    # Spack v1 (api v2.x): the repository is <root>/spack_repo/<namespace>, package directories are
+    # Python module names (dashes become underscores), and the recipe imports spack_repo.*.
+    if os.path.basename(os.path.dirname(REPO)) != "spack_repo" or os.path.basename(REPO) != namespace:
+        fail(f"api v{api[0]}.{api[1]} needs the repository at <root>/spack_repo/{namespace}/ "
+             f"(Spack: \"Path must contain 'spack_repo/'\"); it is at {os.path.relpath(REPO, SOURCE)}")
+    for name in os.listdir(os.path.join(REPO, "packages")):
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+            fail(f"api v2 package directories are module names: packages/{name}")
+else:
+    if os.path.basename(os.path.dirname(REPO)) == "spack_repo":
+        fail(f"api v{api[0]}.{api[1]} (Spack < 1.0) does not use the spack_repo/ layout")
+RECIPE = os.path.join(REPO, "packages", "a2sgd", "package.py")
+if not os.path.exists(RECIPE):
+    print(f"FAIL: no packages/a2sgd/package.py in {REPO}")
+    sys.exit(1)
+print(f"repository {os.path.relpath(REPO, SOURCE)}: namespace {namespace}, api v{api[0]}.{api[1]}, layout as "
+      f"Spack requires")
 
 
 # ---- a stand-in for the parts of Spack's package API the recipe uses ----
@@ -281,8 +331,8 @@ if not boost or "+program_options" not in boost[0] or any(
 # ---- 4. release version and GPU architecture propagation ----
 project_version = re.search(r"project\(A2SGD VERSION ([\d.]+)", read("CMakeLists.txt")).group(1)
 releases = [a[0] for a, k in directives["version"] if re.match(r"^[\d.]+$", a[0])]
-if project_version not in releases:
-    fail(f"project(VERSION {project_version}) is not a version of the recipe ({releases})")
+if releases and project_version not in releases:
+    fail(f"project(VERSION {project_version}) is not among the recipe's releases ({releases})")
 for arch in CudaPackage.cuda_arch_values:
     deps = dependencies(dict(variants, cuda=True, cuda_arch=arch))
     for pkg in ("kokkos", "kokkos-kernels"):
@@ -294,7 +344,61 @@ for target in ROCmPackage.amdgpu_targets:
         fail(f"+rocm amdgpu_target={target} does not reach kokkos")
 if not any("cuda_lambda" in d for d in dependencies(dict(variants, cuda=True, cuda_arch="90"))):
     fail("+cuda does not ask for kokkos+cuda_lambda")
-print(f"release {project_version} = project(VERSION); cuda_arch and amdgpu_target reach Kokkos")
+print(f"releases {releases or 'none (main only)'} against project(VERSION {project_version}); cuda_arch and "
+      f"amdgpu_target reach Kokkos")
+
+# ---- 5. languages the CMake project enables have depends_on ----
+language_deps = {"C": "c", "CXX": "cxx", "Fortran": "fortran"}
+main_cmake = [f for f in cmake_files if not f.startswith(os.path.join("tests", "consumer"))]
+main_text = "\n".join(read(f) for f in main_cmake)
+enabled = set()
+for m in re.finditer(r"\bproject\(\s*A2SGD\b.*?\bLANGUAGES\s+([A-Za-z ]+)", main_text, re.S):
+    enabled |= set(m.group(1).split())
+enabled |= set(re.findall(r"\benable_language\(\s*(\w+)", main_text))
+build_deps = {re.match(r"[\w-]+", args[0]).group(0) for args, kwargs in directives["depends_on"]
+              if kwargs.get("when") is None}
+for language in sorted(enabled):
+    dep = language_deps.get(language)
+    if dep and dep not in build_deps:
+        fail(f"the CMake project enables {language} but the recipe has no depends_on(\"{dep}\", type=\"build\") "
+             f"(Spack: \"SPACK_CC_* variables not set\")")
+print(f"languages enabled by the project: {sorted(enabled)}: each has its depends_on")
+
+# ---- 6. every version can be fetched from a clone; a plain install takes one of them ----
+def git(*args):
+    return subprocess.run(["git", "-C", SOURCE, *args], capture_output=True, text=True)
+
+
+versions = [(args[0], kwargs) for args, kwargs in directives["version"]]
+if not versions:
+    fail("the recipe declares no version")
+elif git("rev-parse", "--git-dir").returncode != 0:
+    print("versions: not a git checkout, fetchability not checked")
+else:
+    for name, kwargs in versions:
+        if "tag" in kwargs:
+            if not git("tag", "--list", kwargs["tag"]).stdout.strip():
+                fail(f"version {name}: tag {kwargs['tag']} does not exist in this clone (tags do not reach a clone "
+                     f"of main; Spack: \"Remote branch {kwargs['tag']} not found\")")
+        elif "commit" in kwargs:
+            if git("merge-base", "--is-ancestor", kwargs["commit"], "HEAD").returncode != 0:
+                fail(f"version {name}: commit {kwargs['commit']} is not in this clone's history")
+        elif "branch" in kwargs:
+            branch = kwargs["branch"]
+            if (git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode != 0 and
+                    git("rev-parse", "--verify", "--quiet", f"refs/remotes/origin/{branch}").returncode != 0):
+                fail(f"version {name}: branch {branch} does not exist in this clone")
+        else:
+            fail(f"version {name}: neither tag, commit nor branch (a tarball is not fetchable from a clone)")
+    preferred = [name for name, kwargs in versions if kwargs.get("preferred")]
+    numeric = [name for name, _ in versions if re.fullmatch(r"[\d.]+", name)]
+    if len(preferred) > 1:
+        fail(f"more than one preferred version: {preferred}")
+    # The concretizer takes the preferred version, else the highest numeric release (it ranks
+    # branch versions below releases), else a branch.
+    default = preferred[0] if preferred else (max(numeric, key=lambda v: tuple(int(x) for x in v.split(".")))
+                                              if numeric else versions[0][0])
+    print(f"versions {[n for n, _ in versions]}: fetchable from a clone; `spack install a2sgd` takes {default}")
 
 if failures:
     print(f"{len(failures)} problem(s) in {RECIPE}")

@@ -1,7 +1,8 @@
-# Spack recipe of a2sgd: `spack repo add <a2sgd>/spack/a2sgd`, then `spack install a2sgd@main`.
+# Spack recipe of a2sgd: `spack repo add <a2sgd>/spack/spack_repo/a2sgd`, then `spack install a2sgd`.
 # tests/check_spack_recipe.py checks it against the project's CMake (options, dependency
-# versions) in the test suite, so that a renamed option or a raised minimum fails there and not
-# at a user's build.
+# versions, languages) and the rules a real Spack enforced (the repository layout of its api,
+# versions a clone can fetch) in the test suite, so that a renamed option or a raised minimum fails
+# there and not at a user's build. docs/hpc.md has the real-Spack runs.
 import os
 
 from spack_repo.builtin.build_systems.cmake import CMakePackage
@@ -10,9 +11,9 @@ from spack_repo.builtin.build_systems.rocm import ROCmPackage
 
 from spack.package import *
 
-# This file lives in <clone>/spack/a2sgd/packages/a2sgd/: by default Spack fetches `main` from that
-# clone; A2SGD_GIT names another repository (a mirror, a fork).
-_CLONE = os.path.abspath(os.path.join(os.path.dirname(__file__), *([os.pardir] * 4)))
+# This file lives in <clone>/spack/spack_repo/a2sgd/packages/a2sgd/: by default Spack fetches
+# `main` from that clone; A2SGD_GIT names another repository (a mirror, a fork).
+_CLONE = os.path.abspath(os.path.join(os.path.dirname(__file__), *([os.pardir] * 5)))
 
 
 class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
@@ -23,8 +24,9 @@ class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
     homepage = "file://" + _CLONE
     git = os.environ.get("A2SGD_GIT", "file://" + _CLONE)
 
-    version("main", branch="main")
-    version("0.1.0", tag="v0.1.0")
+    # Only commits on main reach every clone (tags do not), so main is the version: preferred, so
+    # that a plain `spack install a2sgd` takes it.
+    version("main", branch="main", preferred=True)
 
     variant("openmp", default=False, description="Kokkos OpenMP backend on the host (else Serial)")
     variant("apps", default=True, description="a2sgd-train, a2sgd-bench, a2sgd-checkpoint, the example")
@@ -36,6 +38,7 @@ class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
     conflicts("+cuda", when="+rocm", msg="one device backend per build")
 
     depends_on("cxx", type="build")
+    depends_on("c", type="build")  # FindHDF5 probes its C wrapper (cmake/A2SGDDependencies.cmake)
     depends_on("cmake@3.20:", type="build")
 
     # Kokkos 3.4 to 4.x (Kokkos 5 needs C++20); Kokkos Kernels of the same release.
@@ -82,9 +85,21 @@ class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
             # The MPI tests start ranks with this MPI's launcher; the reruns under other OpenBLAS
             # kernel families only make sense with OpenBLAS.
             args.append(self.define("MPIEXEC_EXECUTABLE", join_path(spec["mpi"].prefix.bin, "mpiexec")))
+            args.append(self.define("MPIEXEC_PREFLAGS", ";".join(self._mpiexec_preflags())))
             if not spec.satisfies("^openblas"):
                 args.append(self.define("A2SGD_PORTABILITY_BLAS_CORES", ""))
         return args
+
+    def _mpiexec_preflags(self):
+        """The suite's launcher flags: Open MPI runs the 4-rank tests on fewer cores only when told,
+        and refuses root unless told; Spack's build environment drops OMPI_ALLOW_RUN_AS_ROOT (it
+        removes every *_ROOT variable), so the flag says it instead."""
+        if not self.spec.satisfies("^openmpi"):
+            return []
+        flags = ["--oversubscribe"]
+        if os.geteuid() == 0:
+            flags.append("--allow-run-as-root")
+        return flags
 
     def check(self):
         """`spack install --test=root a2sgd+tests`: the CTest suite, without the device compile checks."""
