@@ -16,17 +16,25 @@ namespace {
 
 // One parameter, zero gradients (the replicas never move, so their divergence is 0); evaluation
 // losses taken in turn from `script` (per prediction, one prediction per evaluation batch).
+// With `drift`, even and odd ranks get opposite gradients (+1, -1) and (-1, +1), so that A2SGD's
+// replicas move apart and each evaluation scores the averaged model, then rank 0's replica.
 class ScriptedModel final : public nn::Model {
  public:
-  ScriptedModel(ParameterStore& store, std::vector<double> script) : m_script(std::move(script)) {
-    store.add("w", {1});
+  ScriptedModel(ParameterStore& store, std::vector<double> script, bool drift = false)
+      : m_script(std::move(script)), m_drift(drift) {
+    store.add("w", {2});
   }
   std::string describe() const override { return "scripted"; }
   void initialize(const FloatView& params, std::uint64_t) const override { Kokkos::deep_copy(params, 1.0f); }
   void reserve(const nn::BatchShape&, const nn::BatchShape&) override {}
   nn::LossResult forward_backward(const ExecutionSpace& exec, const FloatView&, const FloatView& grads,
-                                  const nn::Batch&, const nn::StepContext&) override {
+                                  const nn::Batch&, const nn::StepContext& context) override {
     Kokkos::deep_copy(exec, grads, 0.0f);
+    if (m_drift) {
+      const float sign = context.rank % 2 == 0 ? 1.0f : -1.0f;
+      Kokkos::deep_copy(exec, Kokkos::subview(grads, 0), sign);
+      Kokkos::deep_copy(exec, Kokkos::subview(grads, 1), -sign);
+    }
     nn::LossResult r;
     r.loss_sum = 1.0;
     r.count = 1;
@@ -34,7 +42,7 @@ class ScriptedModel final : public nn::Model {
   }
   nn::LossResult evaluate(const ExecutionSpace&, const FloatView&, const nn::Batch&) override {
     nn::LossResult r;
-    // The replicas never differ, so the Trainer evaluates one model per evaluation.
+    // Without drift the replicas never differ, and the Trainer evaluates one model per evaluation.
     r.loss_sum = m_script.at(std::min(m_next++, m_script.size() - 1));
     r.count = 1;
     return r;
@@ -42,6 +50,7 @@ class ScriptedModel final : public nn::Model {
 
  private:
   std::vector<double> m_script;
+  bool m_drift = false;
   std::size_t m_next = 0;
 };
 
@@ -97,7 +106,7 @@ TEST_CASE("the divergence monitor warns when the loss rises at K consecutive eva
     train::Trainer trainer(config, comm, model, store, data, &seen);
     trainer.setup();
     if (stop) {
-      CHECK_THROWS_AS(trainer.run(), NonFiniteError);
+      CHECK_THROWS_AS(trainer.run(), DivergenceError);
       CHECK(seen.steps == std::vector<std::uint64_t>{10});
     } else {
       trainer.run();
@@ -106,5 +115,42 @@ TEST_CASE("the divergence monitor warns when the loss rises at K consecutive eva
     }
     REQUIRE(!seen.warnings.empty());
     CHECK_THAT(seen.warnings.front(), A2SGD_CONTAINS("rose at 3 consecutive evaluations"));
+  }
+}
+
+TEST_CASE("the divergence monitor warns when the averaged model is worse than a replica", "[trainer]") {
+  Communicator comm;
+  // Evaluations at steps 2, 4, 6: (averaged, replica) losses (1.0, 1.0), (1.04, 1.0) within the 5%
+  // gap, then (1.2, 1.0): 20% above. At one rank the replica is the average, scored once.
+  const std::vector<double> script{1.0, 1.0, 1.04, 1.0, 1.2, 1.0};
+  for (bool stop : {false, true}) {
+    INFO("stop_on_divergence " << stop);
+    ParameterStore store;
+    ScriptedModel model(store, script, /*drift=*/true);
+    store.allocate();
+    OneBatch data;
+    Collector seen;
+    train::TrainerConfig config;
+    config.steps = 6;
+    config.eval_every = 2;
+    config.exchange.method = "a2sgd";
+    config.divergence_threshold = 0.0;
+    config.divergence_patience = 0;
+    config.divergence_gap = 0.05;
+    config.stop_on_divergence = stop;
+    train::Trainer trainer(config, comm, model, store, data, &seen);
+    trainer.setup();
+    if (comm.size() == 1) {
+      trainer.run();
+      CHECK(seen.steps.empty());
+      continue;
+    }
+    if (stop)
+      CHECK_THROWS_AS(trainer.run(), DivergenceError);
+    else
+      trainer.run();
+    CHECK(seen.steps == std::vector<std::uint64_t>{6});
+    REQUIRE(seen.warnings.size() == 1);
+    CHECK_THAT(seen.warnings.front(), A2SGD_CONTAINS("the averaged model is worse than rank 0's replica"));
   }
 }

@@ -42,7 +42,10 @@ class Reporter final : public TrainObserver {
   }
   void rank_warning(int rank, const std::string& text) override {
     if (m_rank0) m_progress.line("");
-    std::fprintf(stderr, "a2sgd-train: rank %d: warning: %s\n", rank, text.c_str());
+    // The library's text says whether the run stops; the option that makes it stop is ours.
+    const bool stopping = text.size() >= 10 && text.compare(text.size() - 10, 10, "; stopping") == 0;
+    std::fprintf(stderr, "a2sgd-train: rank %d: warning: %s%s\n", rank, text.c_str(),
+                 stopping ? " (--stop-on-divergence)" : " (--stop-on-divergence stops such a run)");
     std::fflush(stderr);
   }
   void finish() override { m_progress.finish(); }
@@ -76,6 +79,11 @@ class Reporter final : public TrainObserver {
     else
       std::printf("      test accuracy %.4f (replica 0), %.4f (averaged model)\n", number(rec, "test_accuracy"),
                   number(rec, "test_accuracy_averaged"));
+    if (number(rec, "final_average_bytes") > 0)
+      std::printf(
+          "      the model to deploy is the averaged model (one all-reduce of %.0f bytes at the end; the final "
+          "checkpoint holds it next to the replicas)\n",
+          number(rec, "final_average_bytes"));
     std::fflush(stdout);
   }
 

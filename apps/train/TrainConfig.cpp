@@ -187,6 +187,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "warn on every rank when the replica divergence exceeds this at an evaluation (0: off)")(
       "divergence-patience", po::value(&divergence_patience)->default_value(divergence_patience),
       "warn when the averaged model's first-split loss rose at this many consecutive evaluations (0: off)")(
+      "divergence-gap", po::value(&c.divergence_gap)->default_value(c.divergence_gap),
+      "warn when the averaged model's first-split loss is more than this fraction above rank 0's replica's (0: off)")(
       "stop-on-divergence", po::bool_switch(&c.stop_on_divergence),
       "stop every rank with exit code 3 when a divergence warning is raised")(
       "model-link", po::value(&model_link),
@@ -322,6 +324,8 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
           "collective-timeout", c.collective_timeout, "must be in [0, 1e7] seconds (0: off)");
   require(std::isfinite(c.divergence_threshold) && c.divergence_threshold >= 0.0, "divergence-threshold",
           c.divergence_threshold, "must be >= 0 (0: off)");
+  require(std::isfinite(c.divergence_gap) && c.divergence_gap >= 0.0, "divergence-gap", c.divergence_gap,
+          "must be >= 0 (0: off)");
   require(divergence_patience >= 0, "divergence-patience", divergence_patience, "must not be negative (0: off)");
   c.divergence_patience = static_cast<std::uint64_t>(divergence_patience);
   require(diagnostics_every >= 0, "diagnostics-every", diagnostics_every, "must not be negative (0: off)");
@@ -467,7 +471,8 @@ std::string TrainConfig::to_ini() const {
   o << "eval-batch = " << eval_batch << "\nlog-every = " << log_every << '\n';
   o << "collective-timeout = " << collective_timeout << '\n';
   o << "divergence-threshold = " << divergence_threshold << "\ndivergence-patience = " << divergence_patience
-    << "\nstop-on-divergence = " << (stop_on_divergence ? "true" : "false") << '\n';
+    << "\ndivergence-gap = " << divergence_gap << "\nstop-on-divergence = " << (stop_on_divergence ? "true" : "false")
+    << '\n';
   o << "diagnostics-every = " << diagnostics_every << '\n';
   if (model_link)
     o << "model-link = " << model_link->gbit_per_s() << ':' << model_link->alpha_s * 1e6
@@ -494,6 +499,7 @@ TrainerConfig TrainConfig::trainer() const {
   t.resume_overrides = resume_overrides;
   t.divergence_threshold = divergence_threshold;
   t.divergence_patience = divergence_patience;
+  t.divergence_gap = divergence_gap;
   t.diagnostics_every = diagnostics_every;
   t.model_link = model_link;
   t.stop_on_divergence = stop_on_divergence;

@@ -36,6 +36,7 @@ struct TrainConfig {
   double clip = 0.0;                      // global-norm clipping of each rank's gradient (0: off)
   double divergence_threshold = 0.5;      // replica divergence that warns (0: off)
   std::uint64_t divergence_patience = 3;  // rising evaluations that warn (0: off)
+  double divergence_gap = 0.05;           // averaged loss above the replica's by this fraction warns (0: off)
   std::uint64_t diagnostics_every = 0;    // steps between diagnostics records (0: off)
   std::optional<Link> model_link;         // the summary's modelled_comm_s_per_step on this link
   bool stop_on_divergence = false;

@@ -172,6 +172,13 @@ int run(int argc, char** argv, const Communicator& comm) {
     std::snprintf(hint, sizeof hint, ". Try a smaller learning rate (e.g. --lr %g).", config.lr.base_lr / 10);
     report(comm, std::string("training diverged: ") + e.what() + hint);
     return 3;
+  } catch (const DivergenceError& e) {
+    // Drift, not overflow: what helps is averaging the replicas or a smaller step.
+    report(comm, std::string("training stopped (--stop-on-divergence): ") + e.what() +
+                     (config.exchange.method == "a2sgd"
+                          ? ". Average the replicas periodically (--a2sgd-average-every K) or lower --lr."
+                          : ". Try a smaller learning rate."));
+    return 3;
   } catch (const IoError& e) {
     report(comm, std::string("error: ") + e.what() + " (exit code " + std::to_string(exit_code_io) + ")");
     return exit_code_io;

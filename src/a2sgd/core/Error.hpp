@@ -54,4 +54,12 @@ class NonFiniteError : public CollectiveError {
   using CollectiveError::CollectiveError;
 };
 
+/// Training went wrong without a non-finite value: the replicas drifted apart or the averaged
+/// model got worse (train::TrainerConfig's divergence monitor, when told to stop); raised on every
+/// rank.
+class DivergenceError : public CollectiveError {
+ public:
+  using CollectiveError::CollectiveError;
+};
+
 }  // namespace a2sgd

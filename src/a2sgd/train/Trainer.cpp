@@ -123,6 +123,9 @@ Trainer::Outcome Trainer::run() {
   const TrainerConfig& c = m_config;
   if (c.eval_only) {
     // The averaged model is the one stored in the checkpoint: the exact vector its run evaluated.
+    message("evaluating " + m_resumed_from +
+            ": its averaged model (the mean of the replicas, the model to deploy) "
+            "and rank 0's replica");
     m_last_eval = evaluate(true);
     log_eval(m_start_step, m_last_eval);
     return Outcome::finished;
@@ -190,13 +193,10 @@ Trainer::Outcome Trainer::run() {
       log_eval(done, m_last_eval);
     }
   } catch (const NonFiniteError& e) {
-    if (m_observer) m_observer->finish();
-    emit(Record()
-             .add("event", "diverged")
-             .add("step", done)
-             .add("epoch", epoch_of(done + 1))
-             .add("wall_s", m_wall_offset + m_wall.seconds())
-             .add("message", e.what()));
+    record_diverged(done, e.what());
+    throw;
+  } catch (const DivergenceError& e) {
+    record_diverged(done, e.what());
     throw;
   }
   if (m_observer) m_observer->finish();
@@ -204,6 +204,16 @@ Trainer::Outcome Trainer::run() {
   if (!c.checkpoint_dir.empty() && done > m_start_step) save_checkpoint(done, last_eval_step == done);
   write_summary(done);
   return Outcome::finished;
+}
+
+void Trainer::record_diverged(std::uint64_t done, const std::string& message) {
+  if (m_observer) m_observer->finish();
+  emit(Record()
+           .add("event", "diverged")
+           .add("step", done)
+           .add("epoch", epoch_of(done + 1))
+           .add("wall_s", m_wall_offset + m_wall.seconds())
+           .add("message", message));
 }
 
 void Trainer::stop(std::uint64_t done, bool averaged_ready, bool checkpointed) {
@@ -332,6 +342,7 @@ void Trainer::log_eval(std::uint64_t done, const EvalResult& r) {
   rec.add("replica_divergence", r.replica_divergence).add("eval_s", r.seconds);
   if (m_monitor && !r.tensor_divergence.empty()) m_monitor->add_divergence(rec, r.tensor_divergence);
   if (m_data.perplexity()) rec.add("lr_next", (*m_schedule)(done));
+  if (m_config.eval_only) rec.add("checkpoint", m_resumed_from).add("deployed_model", "averaged");
   emit(rec);
   std::string text = "eval  step " + std::to_string(done);
   char buf[256];
@@ -365,6 +376,14 @@ void Trainer::check_divergence(std::uint64_t done, const EvalResult& r) {
     std::snprintf(buf, sizeof buf, "the averaged model's %s loss rose at %llu consecutive evaluations (now %.4g)",
                   first.split.c_str(), static_cast<unsigned long long>(m_rising), first.loss_averaged);
     reason = buf;
+  } else if (c.divergence_gap > 0.0 && first.loss_averaged > (1.0 + c.divergence_gap) * first.loss) {
+    // Near a minimum the average of replicas scores at least as well as they do; a clearly worse
+    // average means the replicas sit in different places.
+    std::snprintf(
+        buf, sizeof buf,
+        "the averaged model is worse than rank 0's replica: %s loss %.4g against %.4g, more than %.3g%% above",
+        first.split.c_str(), first.loss_averaged, first.loss, 100.0 * c.divergence_gap);
+    reason = buf;
   }
   if (reason.empty()) return;
   emit(Record()
@@ -376,13 +395,13 @@ void Trainer::check_divergence(std::uint64_t done, const EvalResult& r) {
            .add("rising_evaluations", m_rising)
            .add("divergence_patience", c.divergence_patience)
            .add(first.split + "_loss_averaged", first.loss_averaged)
+           .add(first.split + "_loss", first.loss)
+           .add("divergence_gap", c.divergence_gap)
            .add("stop", c.stop_on_divergence)
            .add("reason", reason));
-  const std::string text =
-      "step " + std::to_string(done) + ": " + reason +
-      (c.stop_on_divergence ? "; stopping (--stop-on-divergence)" : " (--stop-on-divergence stops such a run)");
+  const std::string text = "step " + std::to_string(done) + ": " + reason + (c.stop_on_divergence ? "; stopping" : "");
   if (m_observer) m_observer->rank_warning(m_comm.rank(), text);
-  if (c.stop_on_divergence) throw NonFiniteError("step " + std::to_string(done) + ": " + reason, -1);
+  if (c.stop_on_divergence) throw DivergenceError("step " + std::to_string(done) + ": " + reason, -1);
 }
 
 void Trainer::write_summary(std::uint64_t done) {
@@ -390,6 +409,12 @@ void Trainer::write_summary(std::uint64_t done) {
   const double steps = static_cast<double>(std::max<std::uint64_t>(done, 1));
   const double bytes_per_step = static_cast<double>(st.total.bytes_sent) / steps;
   const double dense_bytes = 4.0 * static_cast<double>(m_store.size());
+  // The model a run delivers is the mean of the replicas, computed by the final evaluation's
+  // all-reduce of the parameters: where the replicas differ, that average is part of the run's
+  // traffic. The replicas themselves stay as they are (in the final checkpoint too, next to the
+  // average), so that a run continued from it is the same as one that never stopped.
+  const std::uint64_t final_average_bytes =
+      m_last_eval.replica_divergence > 0.0 ? 4u * static_cast<std::uint64_t>(m_store.size()) : 0u;
   Record rec;
   rec.add("event", "summary")
       .add("model", m_model.describe())
@@ -411,6 +436,9 @@ void Trainer::write_summary(std::uint64_t done) {
       .add("optimizer_s_per_step", st.total.optimizer_s / steps)
       .add("comm_bytes", st.total.bytes_sent)
       .add("bytes_per_step", bytes_per_step)
+      .add("final_average_bytes", final_average_bytes)
+      .add("total_comm_bytes", st.total.bytes_sent + final_average_bytes)
+      .add("deployed_model", "averaged")
       .add("dense_bytes_per_step", dense_bytes)
       .add("reduction_factor", bytes_per_step > 0 ? dense_bytes / bytes_per_step : 0.0);
   // The exchange's regular step projected to larger runs with the alpha-beta model (the links and
@@ -562,6 +590,7 @@ void Trainer::resume() {
   const TrainerConfig& c = m_config;
   Stopwatch clock;
   const std::string path = c.resume == "auto" ? find_resume_file() : c.resume;
+  m_resumed_from = path;
   if (path.empty()) {
     message("no checkpoint in " + c.checkpoint_dir + ": starting from step 0");
     return;

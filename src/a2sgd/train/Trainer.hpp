@@ -53,7 +53,10 @@ struct TrainerConfig {
   /// consecutive evaluations (0: off), warns on every rank and records a divergence_warning.
   double divergence_threshold = 0.5;
   std::uint64_t divergence_patience = 3;
-  bool stop_on_divergence = false;  ///< ...and then stops every rank with NonFiniteError
+  /// ...or the averaged model's first-split loss above rank 0's replica's by more than this
+  /// fraction (0: off): averaging drifted replicas made a worse model than one of them.
+  double divergence_gap = 0.05;
+  bool stop_on_divergence = false;  ///< ...and then stops every rank with DivergenceError
   /// > 0: every this many steps a "diagnostics" record of what the exchange did to each tensor,
   /// and per-tensor replica divergence in every evaluation record (UpdateMonitor; diagnostic
   /// collectives outside the gradient traffic, and the monitored steps take longer).
@@ -97,7 +100,8 @@ class Trainer {
     finished,  ///< every step done (or eval_only)
     stopped    ///< a stop signal reached some rank: the state is checkpointed, the run must be resumed
   };
-  /// Trains and evaluates; NonFiniteError (on every rank) when training diverges.
+  /// Trains and evaluates; NonFiniteError (on every rank) when a loss or parameter is not finite,
+  /// DivergenceError when the divergence monitor stops the run.
   Outcome run();
 
   int stop_signal() const { return m_stop ? m_stop->signal_number() : 0; }
@@ -119,6 +123,7 @@ class Trainer {
   std::string find_resume_file();
   std::string save_checkpoint(std::uint64_t done, bool averaged_ready);
   void stop(std::uint64_t done, bool averaged_ready, bool checkpointed);
+  void record_diverged(std::uint64_t done, const std::string& message);
   io::CheckpointMetadata checkpoint_metadata(std::uint64_t done) const;
   io::CheckpointState checkpoint_state();
   void log_step(std::uint64_t done, double loss);
@@ -153,6 +158,7 @@ class Trainer {
   std::unique_ptr<StopSignals> m_own_stop;
   StopSignals* m_stop;
   std::string m_stop_checkpoint;
+  std::string m_resumed_from;  // the checkpoint resumed or evaluated ("" when starting afresh)
   EvalResult m_last_eval;
   // Divergence monitor: the last evaluation's first-split averaged loss (NaN before the first).
   double m_previous_loss = std::numeric_limits<double>::quiet_NaN();
