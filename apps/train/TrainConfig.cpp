@@ -155,17 +155,18 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       "a2sgd-averaging", po::value(&averaging)->default_value(averaging), "mean (2 scalars) | weighted (4 scalars)")(
       "a2sgd-residual", po::value(&residual)->default_value(residual), "residual reference: local | global")(
       "a2sgd-granularity", po::value(&granularity)->default_value(granularity),
-      "model (2 scalars per step) | layer (2 per tensor, one all-reduce)")(
+      "model (2 scalars per step) | layer (2 per tensor, one all-reduce); lstm default: layer")(
       "a2sgd-error-feedback", po::value(&error_feedback)->default_value(error_feedback), "on | off")(
       "a2sgd-zero-gradient", po::value(&zero_gradient)->default_value(zero_gradient),
       "entries whose gradient (direction) is exactly 0: move (classed by the residual's sign) | hold (left out "
-      "of the step: no move, residual kept)")("a2sgd-warmup-steps", po::value(&warmup)->default_value(warmup),
+      "of the step: no move, residual kept); lstm default: hold")("a2sgd-warmup-steps", po::value(&warmup)->default_value(warmup),
                                               "first steps exchanged dense")(
       "a2sgd-moments", po::value(&moments)->default_value(moments),
       "momentum/Adam with A2SGD: local (each rank's optimizer direction compressed) | decoded (moments of "
       "the decoded update) | frozen (Adam: variance frozen after the dense warm-up; adam-eps defaults to 1e-4)")(
       "a2sgd-average-every", po::value(&average_every)->default_value(average_every),
-      "average the replicas every K steps (0: never)")("topk-ratio", po::value(&topk_ratio)->default_value(topk_ratio),
+      "average the replicas every K steps (0: never); default for lstm 200, for the mlp with momentum or adam "
+      "100")("topk-ratio", po::value(&topk_ratio)->default_value(topk_ratio),
                                                        "topk: fraction of entries sent per step")(
       "randomk-ratio", po::value(&randomk_ratio)->default_value(randomk_ratio),
       "randomk: fraction of entries sent per step")("qsgd-levels", po::value(&qsgd_levels)->default_value(qsgd_levels),
@@ -404,6 +405,17 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
   // standard recipe is plain SGD at lr 20 on the mean token loss with clipping.
   const bool dense = compressor == "dense";
   c.optimizer.kind = parse_optimizer_kind(optimizer.empty() ? (dense && !lm ? "momentum" : "sgd") : optimizer);
+  // A2SGD settings that reach dense quality (docs/convergence.md), where the user chose none: the
+  // language model's embedding and decoder need their own means (layer), rows of words absent from
+  // a batch must not move (hold), and its replicas an average every 200 steps (0.5% of dense's
+  // traffic); with momentum or Adam the MLP's replicas need averaging too (every 100 steps: 1% of
+  // dense's traffic). The MLP with SGD keeps the pure O(1) exchange.
+  if (compressor == "a2sgd") {
+    const bool adaptive = c.optimizer.kind != OptimizerKind::sgd;
+    if (lm && vm["a2sgd-granularity"].defaulted()) c.exchange.a2sgd.granularity = Granularity::layer;
+    if (lm && vm["a2sgd-zero-gradient"].defaulted()) c.exchange.a2sgd.zero_gradient = ZeroGradient::hold;
+    if (vm["a2sgd-average-every"].defaulted() && (lm || adaptive)) c.exchange.a2sgd.average_every = lm ? 200 : 100;
+  }
   c.optimizer.momentum = momentum;
   c.optimizer.nesterov = nesterov;
   c.optimizer.weight_decay = weight_decay;
