@@ -8,6 +8,13 @@
 # A2SGD_COMPARE_RANKS (default: 2), A2SGD_COMPARE_ARGS (extra a2sgd-train options for every run),
 # A2SGD_COMPARE_METHODS (default: all methods), A2SGD_COMPARE_TABLE_ONLY=1 (print the table from an
 # earlier run's metrics without training).
+#
+# Over an emulated network (docs/network.md; root): A2SGD_COMPARE_NETWORK=RATE (a tc rate such as
+# 100mbit) times every method for A2SGD_COMPARE_TIMING_STEPS steps (default 200) across
+# A2SGD_COMPARE_RANKS emulated nodes, one rank per node, into <compare dir>/network-RATE-pRANKS/,
+# and reports each method's time per step and communication time there, measured and modelled,
+# and its time to a test accuracy (A2SGD_COMPARE_TARGET, default dense's final - 0.01): the steps
+# the full run in <compare dir> (same ranks) took, times the step time measured over the network.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,6 +29,7 @@ methods="${A2SGD_COMPARE_METHODS:-dense a2sgd topk randomk qsgd efsign powersgd 
 a2sgd_build "${root}" "${build}" a2sgd-train
 
 a2sgd_mpi_flags
+[[ -n "${A2SGD_COMPARE_NETWORK:-}" ]] && a2sgd_build "${root}" "${build}" a2sgd-netbench
 
 # Per-method options: the defaults, except where the method needs another setting to train
 # (documented in docs/methods.md).
@@ -32,6 +40,24 @@ method_args() {
     *) echo "" ;;
   esac
 }
+
+if [[ -n "${A2SGD_COMPARE_NETWORK:-}" ]]; then
+  # shellcheck source=cluster/timing.sh
+  source "${here}/cluster/timing.sh"
+  netdir="${out}/network-${A2SGD_COMPARE_NETWORK}-p${ranks}"
+  a2sgd_net_begin "${A2SGD_COMPARE_NETWORK}" "${ranks}" "${netdir}" "${build}"
+  for method in ${methods}; do
+    echo "=== ${method} over the network (${A2SGD_COMPARE_NETWORK}, ${ranks} nodes)"
+    # shellcheck disable=SC2046,SC2086
+    a2sgd_net_train "${method}" --compressor "${method}" $(method_args "${method}") \
+      --steps "${A2SGD_COMPARE_TIMING_STEPS:-200}" --eval-every 0 --log-every 1000 --quiet --collective-timeout 0 \
+      ${A2SGD_COMPARE_ARGS:-} || { tail -n 5 "${netdir}/${method}.log" >&2; exit 1; }
+  done
+  a2sgd_net_end
+  targs=()
+  [[ -n "${A2SGD_COMPARE_TARGET:-}" ]] && targs=(--target "${A2SGD_COMPARE_TARGET}")
+  exec python3 "${here}/network_report.py" "${out}" "${netdir}" --model mlp "${targs[@]}"
+fi
 
 for method in ${methods}; do
   [[ "${A2SGD_COMPARE_TABLE_ONLY:-0}" == 1 ]] && break
