@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The emulated network measured, and the alpha-beta model held against it (docs/network.md): for
+# each node count and link rate, a2sgd-netbench across that many emulated nodes (one rank per
+# node): ping-pong and simultaneous exchange (the link fit), MPI_Allreduce and MPI_Allgather from
+# the smallest to the largest size, and every exchange method's step on the LSTM language model's
+# gradient; then scripts/network_model_report.py tabulates the model's error and draws the plots.
+#
+# Usage (root): scripts/network_study.sh [options]
+#   --out DIR          results (default results/network): netbench_p<N>_<rate>.csv and .log
+#   --build DIR        build tree with apps/netbench/a2sgd-netbench (default build)
+#   --nodes "N ..."    node counts (default "2 4")
+#   --rates "R ..."    link rates, tc syntax or none (default "100mbit 1gbit none")
+#   --tcp-links K      TCP connections per pair of ranks (default 1, Open MPI's own)
+#   --seconds S        time per size and operation (default 1)
+#   --max-bytes B      largest message (default 67108864)
+#   --no-report        only measure
+# Nothing else should run on the machine meanwhile: the unshaped link is the machine's memory
+# and cores. Exit code: 0, or the first failing step's.
+set -uo pipefail
+
+out=results/network
+build=build
+nodes="2 4"
+rates="100mbit 1gbit none"
+links=1
+seconds=1
+max_bytes=$((64 << 20))
+report=1
+die() { echo "network_study.sh: error: $*" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) out=${2:?}; shift 2 ;;
+    --build) build=${2:?}; shift 2 ;;
+    --nodes) nodes=${2:?}; shift 2 ;;
+    --rates) rates=${2:?}; shift 2 ;;
+    --tcp-links) links=${2:?}; shift 2 ;;
+    --seconds) seconds=${2:?}; shift 2 ;;
+    --max-bytes) max_bytes=${2:?}; shift 2 ;;
+    --no-report) report=0; shift ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+here=$(cd "$(dirname "$0")" && pwd)
+cluster=$here/cluster/a2sgd-cluster
+bench=$(cd "$build" 2> /dev/null && pwd)/apps/netbench/a2sgd-netbench
+[[ -x $bench ]] || die "no a2sgd-netbench in $build (--build DIR)"
+mkdir -p "$out" || die "cannot create $out"
+name=study
+trap '"$cluster" down --name $name > /dev/null 2>&1' EXIT
+trap '"$cluster" down --name $name > /dev/null 2>&1; exit 130' INT TERM
+
+status=0
+for n in $nodes; do
+  for rate in $rates; do
+    tag=p${n}_${rate}
+    [[ $links -ne 1 ]] && tag=${tag}_links$links
+    echo "== $n nodes, rate $rate, $links TCP connection(s) per pair" >&2
+    "$cluster" down --name $name > /dev/null 2>&1
+    "$cluster" up "$n" --rate "$rate" --name $name > /dev/null || exit $?
+    start=$(date +%s)
+    timeout 3000 "$cluster" run --name $name --tcp-links "$links" -- -np "$n" "$bench" --seconds "$seconds" \
+      --max-bytes "$max_bytes" --label "$rate" --csv "$out/netbench_$tag.csv" > "$out/netbench_$tag.log" 2>&1
+    rc=$?
+    echo "   exit $rc after $(( $(date +%s) - start )) s; $(grep 'fitted link' "$out/netbench_$tag.log")" >&2
+    [[ $rc -ne 0 && $status -eq 0 ]] && status=$rc
+    "$cluster" down --name $name > /dev/null
+  done
+done
+if [[ $report -eq 1 ]]; then
+  "${PYTHON:-/usr/bin/python3}" "$here/network_model_report.py" "$out" || { rc=$?; [[ $status -eq 0 ]] && status=$rc; }
+fi
+exit $status
