@@ -16,8 +16,8 @@ execute_process(COMMAND ${env} bash ${SCRIPT} --out ${out} --build ${BUILD} --st
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "paper_experiment.sh: exit code ${rc}\n${stdout}${stderr}")
 endif()
-foreach(run dense_sgd a2sgd_sgd a2sgd-layer_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-layer_adam
-            a2sgd-frozen_adam topk_adam qsgd_adam)
+foreach(run dense_sgd a2sgd_sgd a2sgd-pure_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-pure_adam topk_adam
+            qsgd_adam)
   file(READ ${out}/${run}.jsonl metrics)
   if(NOT metrics MATCHES "\"event\": \"summary\"[^\n]*\"modelled_comm_s_p128_10gbps\": [0-9]")
     message(FATAL_ERROR "${run}: no summary with modelled communication:\n${metrics}")
@@ -26,7 +26,7 @@ endforeach()
 file(READ ${out}/report.md report)
 foreach(pattern "## ADAM: target validation perplexity [0-9.]+ \\(dense's final x 1.1\\)"
                 "## SGD: target validation perplexity [0-9.]+ \\(dense's final x 1.1\\)"
-                "\\| a2sgd : topk \\|" "\\| a2sgd : qsgd \\|" "\\| a2sgd-frozen : qsgd \\|"
+                "\\| a2sgd : topk \\|" "\\| a2sgd : qsgd \\|" "\\| a2sgd-pure : qsgd \\|"
                 "\\| dense \\| [0-9.]+ / [0-9.]+ \\| 0.000 \\| 2,666,560 \\|")
   if(NOT report MATCHES "${pattern}")
     message(FATAL_ERROR "report.md lacks '${pattern}':\n${report}")
