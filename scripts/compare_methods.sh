@@ -15,6 +15,7 @@
 # and reports each method's time per step and communication time there, measured and modelled,
 # and its time to a test accuracy (A2SGD_COMPARE_TARGET, default dense's final - 0.01): the steps
 # the full run in <compare dir> (same ranks) took, times the step time measured over the network.
+# A2SGD_COMPARE_TCP_LINKS: TCP connections per pair of ranks there (default 1).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,7 +46,7 @@ if [[ -n "${A2SGD_COMPARE_NETWORK:-}" ]]; then
   # shellcheck source=cluster/timing.sh
   source "${here}/cluster/timing.sh"
   netdir="${out}/network-${A2SGD_COMPARE_NETWORK}-p${ranks}"
-  a2sgd_net_begin "${A2SGD_COMPARE_NETWORK}" "${ranks}" "${netdir}" "${build}"
+  a2sgd_net_begin "${A2SGD_COMPARE_NETWORK}" "${ranks}" "${netdir}" "${build}" "${A2SGD_COMPARE_TCP_LINKS:-1}"
   for method in ${methods}; do
     echo "=== ${method} over the network (${A2SGD_COMPARE_NETWORK}, ${ranks} nodes)"
     # shellcheck disable=SC2046,SC2086
