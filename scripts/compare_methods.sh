@@ -2,7 +2,7 @@
 # Every exchange method on the Fashion-MNIST MLP (784-256-256-10, 2 MPI ranks, batch 64 per rank,
 # 3 epochs, SGD): builds a2sgd-train (Release), trains once per method and prints one table
 # (test accuracy, time per step, bytes per rank per step). The README's comparison table is this
-# script's output.
+# script's output. The methods are every method a2sgd-train lists (--list-methods).
 #
 # Environment: A2SGD_BUILD_DIR (default: build), A2SGD_COMPARE_DIR (default: demo-output/compare),
 # A2SGD_COMPARE_RANKS (default: 2), A2SGD_COMPARE_ARGS (extra a2sgd-train options for every run),
@@ -15,7 +15,7 @@
 # and reports each method's time per step and communication time there, measured and modelled,
 # and its time to a test accuracy (A2SGD_COMPARE_TARGET, default dense's final - 0.01): the steps
 # the full run in <compare dir> (same ranks) took, times the step time measured over the network.
-# A2SGD_COMPARE_TCP_LINKS: TCP connections per pair of ranks there (default 1).
+# A2SGD_COMPARE_TCP_LINKS: TCP connections per pair of ranks there (default 1, Open MPI's own; docs/network.md).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,14 +26,15 @@ a2sgd_install_deps
 build="${A2SGD_BUILD_DIR:-${root}/build}"
 out="${A2SGD_COMPARE_DIR:-${root}/demo-output/compare}"
 ranks="${A2SGD_COMPARE_RANKS:-2}"
-methods="${A2SGD_COMPARE_METHODS:-dense a2sgd topk randomk qsgd efsign powersgd fp16 bf16}"
 a2sgd_build "${root}" "${build}" a2sgd-train
+# Every registered method, as the tool lists them.
+methods="${A2SGD_COMPARE_METHODS:-$("${build}/apps/train/a2sgd-train" --list-methods | cut -f1 | tr '\n' ' ')}"
 
 a2sgd_mpi_flags
 [[ -n "${A2SGD_COMPARE_NETWORK:-}" ]] && a2sgd_build "${root}" "${build}" a2sgd-netbench
 
-# Per-method options: the defaults, except where the method needs another setting to train
-# (documented in docs/methods.md).
+# Per-method settings of this comparison: the defaults, except where the method needs another
+# setting to train this MLP in 3 epochs (docs/methods.md); any other method runs at its defaults.
 method_args() {
   case "$1" in
     randomk) echo "--randomk-ratio 0.01" ;;  # 0.001 of the entries learns too slowly in 3 epochs

@@ -16,7 +16,8 @@ function(expect code pattern)
 endfunction()
 
 expect(2 "--batch-size -5: must be positive" ${syn} --batch-size -5)
-expect(2 "unknown method \\(valid: dense, a2sgd, topk, randomk, qsgd, efsign, powersgd, fp16, bf16\\)" ${syn} --compressor qsgd2)
+string(REPLACE "," ", " _valid "${METHODS}")  # every registered method, in order
+expect(2 "unknown method \\(valid: ${_valid}\\)" ${syn} --compressor qsgd2)
 expect(2 "unknown optimizer \"adamw\"" ${syn} --optimizer adamw)
 expect(2 "--qsgd-levels 0: must be in \\[1, 16777215\\]" ${syn} --compressor qsgd --qsgd-levels 0)
 expect(2 "--powersgd-rank 0: must be in \\[1, 1024\\]" ${syn} --compressor powersgd --powersgd-rank 0)
@@ -41,7 +42,7 @@ expect(2 "--synthetic-classes 4294967301: must be in \\[2, 2147483647\\]" --data
        --synthetic-classes 4294967301 --no-progress-bar)
 expect(2 "--synthetic-features 100000000000: with 400 \\+ 100 samples needs .* GB, more than this machine's"
        --dataset synthetic --synthetic-train 400 --synthetic-test 100 --synthetic-features 100000000000)
-expect(2 "--hidden: \"256,x\"" ${syn} --hidden 256,x)
+expect(2 "--hidden 256,x: is not a comma-separated list of positive widths" ${syn} --hidden 256,x)
 expect(2 "the argument \\('abc'\\) for option '--lr' is invalid" ${syn} --lr abc)
 expect(2 "--epochs 0: must be positive" ${syn} --epochs 0)
 # Boost re-expands placeholders found in the user's own text (what() looped forever on these).

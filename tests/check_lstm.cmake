@@ -78,7 +78,11 @@ if(MODE STREQUAL "learn")
   endif()
   message(STATUS "default A2SGD: replica divergence ${divergence} < 0.4, validation perplexity ${valid} < 700")
   # Every exchange method trains it: a few steps each, finite perplexity, exit 0.
-  foreach(method dense a2sgd topk randomk qsgd efsign powersgd fp16 bf16)
+  string(REPLACE "," ";" methods "${METHODS}")  # every registered method
+  if(NOT methods)
+    message(FATAL_ERROR "no METHODS given")
+  endif()
+  foreach(method IN LISTS methods)
     train(2 0 --model lstm --dataset ptb --data-dir ${DATA} --hidden 16 --layers 1 --bptt 5 --batch-size 4
           --eval-batch 50 --no-progress-bar --quiet --compressor ${method} --steps 4 --eval-every 0
           --metrics ${work}/method_${method}.jsonl)

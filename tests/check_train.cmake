@@ -1,9 +1,12 @@
-# End-to-end: a2sgd-train on 2 ranks on a synthetic problem, with METHOD (any exchange method)
-# and its extra options ARGS (';'-separated). Checks the final accuracy of rank 0's replica and of
-# the averaged model (>= MIN_ACCURACY), the bytes handed to MPI per step (BYTES, the method's
-# formula in docs/methods.md), and the metrics file's records and fields.
+# End-to-end: a2sgd-train on 2 ranks on a synthetic problem (a 64-32-4 MLP, n = 2212) with METHOD,
+# any registered exchange method, at its defaults. Checks the final accuracy of rank 0's replica
+# and of the averaged model (>= MIN_ACCURACY), that every step handed MPI the bytes the method
+# plans (planned_bytes_per_step: its step_traffic(), checked against docs/methods.md's formulas by
+# the unit tests), and the metrics file's records and fields.
 separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
-string(REPLACE "," ";" _args "${ARGS}")
+# Methods that send a fraction of the entries send too few of 2212 at their default 0.001 to
+# learn in 186 steps; an option of another method than METHOD is checked but not used.
+set(_args --topk-ratio 0.05 --randomk-ratio 0.05)
 set(metrics ${WORKDIR}/metrics_${METHOD}.jsonl)
 file(REMOVE ${metrics})
 execute_process(
@@ -37,7 +40,7 @@ list(GET lines -1 summary)
 if(NOT summary MATCHES "\"event\": \"summary\"")
   message(FATAL_ERROR "last record is not the summary: ${summary}")
 endif()
-foreach(key test_accuracy test_accuracy_averaged bytes_per_step)
+foreach(key test_accuracy test_accuracy_averaged bytes_per_step planned_bytes_per_step)
   if(NOT summary MATCHES "\"${key}\": ([0-9.e+-]+)")
     message(FATAL_ERROR "summary lacks ${key}")
   endif()
@@ -47,8 +50,6 @@ if(test_accuracy LESS ${MIN_ACCURACY} OR test_accuracy_averaged LESS ${MIN_ACCUR
   message(FATAL_ERROR "${METHOD}: accuracy ${test_accuracy} (replica) / ${test_accuracy_averaged} (averaged) "
                       "below ${MIN_ACCURACY}")
 endif()
-# 64-32-4 MLP: 2212 parameters.
-set(expected_bytes ${BYTES})
-if(NOT bytes_per_step EQUAL expected_bytes)
-  message(FATAL_ERROR "${METHOD}: ${bytes_per_step} bytes per step, expected ${expected_bytes}")
+if(NOT bytes_per_step EQUAL planned_bytes_per_step)
+  message(FATAL_ERROR "${METHOD}: ${bytes_per_step} bytes per step, planned ${planned_bytes_per_step}")
 endif()

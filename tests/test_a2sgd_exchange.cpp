@@ -1,8 +1,10 @@
+#include "MethodTesting.hpp"
 #include "RoundingBounds.hpp"
 
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/core/Error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -460,8 +462,16 @@ TEST_CASE("ranks that disagree on n or on the options fail together at construct
 
 TEST_CASE("exchange methods are selected by name", "[a2sgd][factory]") {
   Communicator comm;
-  CHECK(exchange_methods() ==
-        std::vector<std::string>{"dense", "a2sgd", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"});
+  // The names are the registry's, in its order, each once.
+  std::string valid;
+  std::vector<std::string> names;
+  for (const auto& m : exchange_registry()) {
+    valid += (valid.empty() ? "" : ", ") + m.name;
+    names.push_back(m.name);
+    CHECK(std::count(names.begin(), names.end(), m.name) == 1);
+  }
+  CHECK(exchange_methods() == names);
+  CHECK(std::count(names.begin(), names.end(), "a2sgd") == 1);
   ExchangeConfig cfg;
   auto ex = make_exchange(cfg, comm, 10);
   CHECK(ex->name() == "a2sgd");
@@ -469,8 +479,12 @@ TEST_CASE("exchange methods are selected by name", "[a2sgd][factory]") {
   CHECK(ex->state()[0].name == "residual");
   CHECK(ex->state()[0].view.extent(0) == 10);
   cfg.method = "topk-typo";
-  CHECK_THROWS_WITH(make_exchange(cfg, comm, 10),
-                    A2SGD_CONTAINS("valid: dense, a2sgd, topk, randomk, qsgd, efsign, powersgd, fp16, bf16"));
+  CHECK_THROWS_WITH(make_exchange(cfg, comm, 10), A2SGD_CONTAINS("valid: " + valid));
+  // An option the method does not declare.
+  cfg.method = "a2sgd";
+  cfg.options = {{"ratio", "0.1"}};
+  CHECK_THROWS_WITH(make_exchange(cfg, comm, 10), A2SGD_CONTAINS("a2sgd ratio: no such option"));
+  cfg.options.clear();
   // Known on some ranks only: every rank fails, none waits in the constructor's collectives.
   cfg.method = comm.rank() == 0 ? "a2sgd" : "a2sgd-typo";
   if (comm.size() > 1) CHECK_THROWS_AS(make_exchange(cfg, comm, 10), CollectiveError);
@@ -569,4 +583,9 @@ TEST_CASE("moment schemes the optimizer does not define are refused", "[a2sgd][o
   CHECK_THROWS_WITH(check_moment_scheme(momentum, MomentScheme::local, 0), A2SGD_CONTAINS("Nesterov"));
   CHECK_NOTHROW(check_moment_scheme(momentum, MomentScheme::decoded, 0));
   CHECK_THROWS_WITH(parse_moment_scheme("late"), A2SGD_CONTAINS("decoded, local, frozen"));
+}
+
+TEST_CASE("A2SGD hands MPI 16 bytes per step on any model (docs/methods.md)", "[a2sgd][methods]") {
+  check_step_plan("a2sgd", {}, {{16}, CollectiveKind::allreduce, 1});
+  check_step_plan("a2sgd", {{"granularity", "layer"}}, {{16 * 6}, CollectiveKind::allreduce, 1});  // 6 tensors
 }

@@ -1,3 +1,4 @@
+#include "MethodTesting.hpp"
 #include "TestingCatch.hpp"
 
 #include <a2sgd/compress/ExchangeFactory.hpp>
@@ -248,4 +249,12 @@ TEST_CASE("casting exchange: each chunk is the float sum in rank order, rounded 
     }
     CHECK(wrong == 0);
   }
+}
+
+TEST_CASE("fp16 and bf16 hand MPI 2 n bytes per step in two calls (docs/methods.md)", "[half][methods]") {
+  const std::uint64_t n = 269322;  // the MLP
+  // The 16-bit all-reduce is an all-to-all and an all-gather of the summed chunks, which the
+  // projection models as a ring all-reduce.
+  for (const char* method : {"fp16", "bf16"})
+    check_step_plan(method, {}, {{2 * n}, CollectiveKind::allreduce, 2, AllreduceModel::ring});
 }

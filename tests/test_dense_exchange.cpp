@@ -1,3 +1,4 @@
+#include "MethodTesting.hpp"
 #include "TestingCatch.hpp"
 
 #include <a2sgd/compress/DenseExchange.hpp>
@@ -98,4 +99,9 @@ TEST_CASE("a non-finite gradient on one rank stops every rank in a dense step", 
   }
   CHECK(threw);
   CHECK(exchange.steps() == 0);
+}
+
+TEST_CASE("dense exchange hands MPI 4 n bytes per step (docs/methods.md)", "[dense][methods]") {
+  const std::uint64_t n = 269322;  // the Fashion-MNIST MLP
+  check_step_plan("dense", {}, {{4 * n}, CollectiveKind::allreduce, 1});
 }

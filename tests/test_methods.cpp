@@ -1,3 +1,4 @@
+#include "MethodTesting.hpp"
 #include "TestingCatch.hpp"
 
 #include <a2sgd/comm/NetworkModel.hpp>
@@ -12,73 +13,40 @@
 using namespace a2sgd;
 using namespace a2sgd::testing;
 
-namespace {
-
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) {
-  return (a + b - 1) / b;
-}
-
-}  // namespace
-
-// The formulas of docs/methods.md, written out independently of the implementations.
-TEST_CASE("every method hands MPI the bytes per rank per step of docs/methods.md", "[methods]") {
+// Every method in the registry, with its defaults on the MLP: the steps hand MPI exactly what
+// step_traffic() plans, and the method declares its kernels' memory traffic. The formulas of
+// docs/methods.md are each method's own test file's (check_step_plan, MethodTesting.hpp).
+TEST_CASE("every registered method hands MPI the bytes and calls it plans", "[methods]") {
   Communicator comm;
-  ParameterStore store;  // the Fashion-MNIST MLP's shapes
-  store.add("fc1.weight", {256, 784});
-  store.add("fc1.bias", {256});
-  store.add("fc2.weight", {256, 256});
-  store.add("fc2.bias", {256});
-  store.add("fc3.weight", {10, 256});
-  store.add("fc3.bias", {10});
-  const std::uint64_t n = static_cast<std::uint64_t>(store.tensors().back().offset + store.tensors().back().size);
+  ParameterStore store = fmnist_mlp_store();
+  const auto n = static_cast<Index>(store.tensors().back().offset + store.tensors().back().size);
   REQUIRE(n == 269322);
-  const std::uint64_t k = std::llround(0.001 * n);  // topk / randomk ratio 0.001
-  const std::uint64_t r = 2;
-  const std::map<std::string, std::vector<std::uint64_t>> formula = {
-      {"dense", {4 * n}},
-      {"a2sgd", {16}},
-      {"topk", {8 * k}},
-      {"randomk", {4 * k}},
-      {"qsgd", {4 + 4 * ceil_div(n * 10, 32)}},  // s = 256: 10 bits per entry
-      {"efsign", {4 + 4 * ceil_div(n, 32)}},
-      {"powersgd", {4 * (r * (256 + 256 + 10) + 256 + 256 + 10), 4 * r * (784 + 256 + 256)}},
-      {"fp16", {2 * n}},
-      {"bf16", {2 * n}},
-  };
-  REQUIRE(formula.size() == exchange_methods().size());
   Rng rng(1);
-  std::vector<float> g(n);
+  std::vector<float> g(static_cast<std::size_t>(n));
   for (auto& v : g) v = static_cast<float>(0.01 * rng.normal());
-  for (const auto& method : exchange_methods()) {
-    INFO(method);
+  REQUIRE(!exchange_registry().empty());
+  for (const ExchangeMethod& method : exchange_registry()) {
+    INFO(method.name);
     ExchangeConfig cfg;
-    cfg.method = method;
+    cfg.method = method.name;
     cfg.layout = store.tensors();
-    auto ex = make_exchange(cfg, comm, static_cast<Index>(n));
-    const auto& want = formula.at(method);
-    const auto planned = ex->step_traffic();
-    REQUIRE(planned.size() == want.size());
-    std::uint64_t total = 0;
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      CHECK(planned[i].bytes == want[i]);
-      total += want[i];
+    auto ex = make_exchange(cfg, comm, n);
+    CHECK(ex->name() == method.name);
+    std::uint64_t total = 0, calls = 0;
+    for (const auto& c : ex->step_traffic()) {
+      CHECK(c.every == 1);  // the defaults: no periodic collective
+      total += c.bytes;
+      calls += static_cast<std::uint64_t>(c.mpi_calls);
     }
-    const bool gathers = method == "topk" || method == "qsgd" || method == "efsign";
-    CHECK((planned[0].kind == CollectiveKind::allgather) == gathers);
-    // MPI calls per step: one per collective, but two for the 16-bit all-reduce (all-to-all and
-    // all-gather of the summed chunks), which the projection models as a ring all-reduce.
-    const bool cast = method == "fp16" || method == "bf16";
-    std::uint64_t calls = 0;
-    for (const auto& c : planned) calls += static_cast<std::uint64_t>(c.mpi_calls);
-    CHECK(calls == (cast ? 2u : want.size()));
-    if (cast) CHECK(planned[0].algorithm == AllreduceModel::ring);
-    Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
-    auto x = to_device(std::vector<float>(n, 0.0f));
+    Optimizer sgd(OptimizerConfig{}, n);
+    auto x = to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f));
     for (int step = 0; step < 2; ++step) {
       ex->step(x, to_device(g), sgd, 0.01);
       CHECK(ex->stats().last_step.bytes_sent == total);
       CHECK(ex->stats().last_step.messages == calls);
     }
+    const KernelTraffic t = method.kernel_traffic(static_cast<double>(n), static_cast<double>(total), comm.size());
+    CHECK(t.apply.bytes() > 0.0);  // every method applies an update over n values
   }
 }
 

@@ -1,3 +1,4 @@
+#include "MethodTesting.hpp"
 #include "TestingCatch.hpp"
 
 #include <a2sgd/compress/ExchangeFactory.hpp>
@@ -387,4 +388,11 @@ TEST_CASE("orthonormalised P blocks: |P^T P - I| within (r + 1) u, same column s
     const auto f = to_host(inf);
     CHECK((std::isnan(f[1]) && std::isnan(f[3]) && std::isnan(f[5])));
   }
+}
+
+TEST_CASE("PowerSGD hands MPI the bytes of docs/methods.md", "[powersgd][methods]") {
+  const std::uint64_t r = 2;  // the MLP's three matrices compressed, its biases dense
+  check_step_plan(
+      "powersgd", {},
+      {{4 * (r * (256 + 256 + 10) + 256 + 256 + 10), 4 * r * (784 + 256 + 256)}, CollectiveKind::allreduce, 2});
 }

@@ -1,3 +1,4 @@
+#include "MethodTesting.hpp"
 #include "TestingCatch.hpp"
 
 #include <a2sgd/compress/ExchangeFactory.hpp>
@@ -16,7 +17,6 @@ using namespace a2sgd::testing;
 namespace {
 
 using Words = Kokkos::View<std::uint32_t*, MemorySpace>;
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 
 std::vector<float> random_values(std::size_t n, std::uint64_t seed) {
   Rng rng(seed);
@@ -222,4 +222,9 @@ TEST_CASE("a non-finite gradient on one rank stops every rank in QSGD, EF-sign a
     }
     CHECK(threw);
   }
+}
+
+TEST_CASE("QSGD hands MPI the bytes of docs/methods.md", "[qsgd][methods]") {
+  const std::uint64_t n = 269322;  // the MLP; s = 256: 10 bits per entry
+  check_step_plan("qsgd", {}, {{4 + 4 * ceil_div(n * 10, 32)}, CollectiveKind::allgather, 1});
 }

@@ -1,3 +1,4 @@
+#include "MethodTesting.hpp"
 #include "RoundingBounds.hpp"
 
 #include <a2sgd/compress/EfSignExchange.hpp>
@@ -85,7 +86,7 @@ TEST_CASE("Top-K step: update is the mean of all ranks' sparse vectors; error fe
   const std::size_t n = 20011;
   ExchangeConfig cfg;
   cfg.method = "topk";
-  cfg.topk.ratio = 0.01;
+  cfg.options = {{"ratio", "0.01"}};
   auto ex = make_exchange(cfg, comm, static_cast<Index>(n));
   auto& topk = dynamic_cast<TopkExchange&>(*ex);
   const std::size_t k = static_cast<std::size_t>(topk.k());
@@ -208,4 +209,11 @@ TEST_CASE("EF-sign: one bit per entry plus a scale; u is the mean of the scaled 
     CHECK(ex.stats().last_step.bytes_sent == 4 * (1 + 32));
     e_old = e_new;
   }
+}
+
+TEST_CASE("Top-K, Random-K and EF-sign hand MPI the bytes of docs/methods.md", "[topk][randomk][efsign][methods]") {
+  const std::uint64_t n = 269322, k = std::llround(0.001 * n);  // the MLP, ratio 0.001
+  check_step_plan("topk", {}, {{8 * k}, CollectiveKind::allgather, 1});
+  check_step_plan("randomk", {}, {{4 * k}, CollectiveKind::allreduce, 1});
+  check_step_plan("efsign", {}, {{4 + 4 * ceil_div(n, 32)}, CollectiveKind::allgather, 1});
 }

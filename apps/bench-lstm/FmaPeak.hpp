@@ -8,7 +8,7 @@ namespace a2sgd::apps {
 /// One instruction set's measured peak.
 struct FmaPeak {
   const char* isa;  ///< "avx512" or "avx2"
-  double gflops;    ///< fp32 GFLOP/s (an FMA counts two), median of the repeats
+  double gflops;    ///< fp32 GFLOP/s (an FMA counts two), the best of at least 200 short runs
 };
 
 /// The peak of each FMA instruction set this build and CPU have (widest first): independent

@@ -1,5 +1,7 @@
 #include "BenchConfig.hpp"
 
+#include "../common/RegistryOptions.hpp"
+
 #include "../common/OptionErrors.hpp"
 
 #include <a2sgd/core/Error.hpp>
@@ -58,8 +60,8 @@ Index parse_size(const std::string& text) {
 
 ParseOutcome parse_options(int argc, char** argv, BenchConfig& c, std::string& help) {
   std::string sizes = "1M,16M,64M", methods = "all", links = "10:10,100:1.5,200:1", model = "best";
-  double compute_ms = 0.0, topk_ratio = 0.001, randomk_ratio = 0.001;
-  long long qsgd_levels = 256, powersgd_rank = 2, seed = 1;
+  double compute_ms = 0.0;
+  long long seed = 1;
   bool no_sort = false;
   po::options_description desc(
       "a2sgd-bench: per-method compress, communicate and decompress-and-apply times of one step on\n"
@@ -85,11 +87,8 @@ ParseOutcome parse_options(int argc, char** argv, BenchConfig& c, std::string& h
       "no-sort", po::bool_switch(&no_sort), "skip the full-sort reference next to Top-K")(
       "mlp-batch", po::value(&c.mlp_batch)->default_value(c.mlp_batch),
       "rows of the Fashion-MNIST MLP's forward/backward timed against its GEMMs alone (0: skip)")(
-      "topk-ratio", po::value(&topk_ratio)->default_value(topk_ratio), "topk: fraction of entries sent")(
-      "randomk-ratio", po::value(&randomk_ratio)->default_value(randomk_ratio), "randomk: fraction of entries sent")(
-      "qsgd-levels", po::value(&qsgd_levels)->default_value(qsgd_levels), "qsgd: levels s")(
-      "powersgd-rank", po::value(&powersgd_rank)->default_value(powersgd_rank), "powersgd: rank r")(
       "seed", po::value(&seed)->default_value(seed), "seed of the gradients and of the methods' streams");
+  apps::add_method_options(desc);
   std::ostringstream text;
   text << desc;
   help = text.str();
@@ -125,19 +124,13 @@ ParseOutcome parse_options(int argc, char** argv, BenchConfig& c, std::string& h
   c.full_sort = !no_sort;
   if (c.mlp_batch < 0 || c.mlp_batch > (Index(1) << 20))
     throw InvalidArgument("--mlp-batch " + std::to_string(c.mlp_batch) + ": must be in [0, 1048576]");
-  if (!(topk_ratio > 0 && topk_ratio <= 1)) throw InvalidArgument("--topk-ratio: must be in (0, 1]");
-  if (!(randomk_ratio > 0 && randomk_ratio <= 1)) throw InvalidArgument("--randomk-ratio: must be in (0, 1]");
-  if (qsgd_levels < 1 || qsgd_levels >= (1 << 24)) throw InvalidArgument("--qsgd-levels: must be in [1, 16777215]");
-  if (powersgd_rank < 1 || powersgd_rank > 1024) throw InvalidArgument("--powersgd-rank: must be in [1, 1024]");
   if (seed < 0) throw InvalidArgument("--seed: must be >= 0");
   c.seed = static_cast<std::uint64_t>(seed);
-  c.exchange.topk.ratio = topk_ratio;
-  c.exchange.randomk.ratio = randomk_ratio;
-  c.exchange.randomk.seed = c.seed;
-  c.exchange.qsgd.levels = qsgd_levels;
-  c.exchange.qsgd.seed = c.seed;
-  c.exchange.powersgd.rank = static_cast<int>(powersgd_rank);
-  c.exchange.powersgd.seed = c.seed;
+  try {
+    c.method_options = apps::given_method_options(vm);
+  } catch (const OptionError& e) {
+    throw InvalidArgument(apps::command_line_text(e));
+  }
   return ParseOutcome::run;
 }
 

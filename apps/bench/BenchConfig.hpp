@@ -4,6 +4,7 @@
 #include <a2sgd/comm/NetworkModel.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,17 @@ struct BenchConfig {
   bool full_sort = true;   ///< time a full sort of the gradient next to Top-K
   Index mlp_batch = 64;    ///< rows of the MLP compute reference (0: skip it)
   std::uint64_t seed = 1;
-  ExchangeConfig exchange;  ///< per-method options (layout is set per size)
+  std::map<std::string, OptionValues> method_options;  ///< every method's options, as given
+
+  /// The configuration of `method` for n values (its options, the seed, the layout).
+  ExchangeConfig exchange(const std::string& method, const std::vector<TensorInfo>& layout) const {
+    ExchangeConfig cfg;
+    cfg.method = method;
+    cfg.seed = seed;
+    cfg.layout = layout;
+    for (const auto& [name, value] : method_options.at(method).entries()) cfg.options[name] = value;
+    return cfg;
+  }
 };
 
 enum class ParseOutcome { run, help };

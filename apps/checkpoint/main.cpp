@@ -8,6 +8,7 @@
 //                                     parallel checkpoint write/read bandwidth against a plain
 //                                     sequential write/read of the same bytes, in one run
 #include <a2sgd/a2sgd.hpp>
+#include "../common/Statistics.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -93,10 +94,7 @@ double plain_read(const std::string& path, std::vector<char>& buffer, std::uint6
   return clock.seconds();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using a2sgd::apps::median;
 
 int bench(int argc, char** argv, const Communicator& comm) {
   std::int64_t n = 100'000'000;

@@ -9,6 +9,7 @@
 // them (a2sgd::collective_seconds / step_comm_seconds) and the relative error reported.
 #include "../common/AppMain.hpp"
 #include "../common/OptionErrors.hpp"
+#include "../common/Statistics.hpp"
 
 #include <a2sgd/a2sgd.hpp>
 
@@ -48,11 +49,7 @@ struct Row {
   double median_s = 0, min_s = 0, predicted_s = -1;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
+using a2sgd::apps::median;
 
 std::vector<std::uint64_t> sizes(const Options& o) {
   std::vector<std::uint64_t> s;

@@ -4,6 +4,7 @@
 #include <a2sgd/a2sgd.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,19 +12,11 @@
 namespace a2sgd::train {
 
 struct TrainConfig {
-  // model
+  // model (a registered one: a2sgd/train/ModelRegistry.hpp) and its data
   std::string model = "mlp";
-  std::vector<Index> hidden = {256, 256};  // mlp: widths; lstm: one width
-  nn::InitScheme init = nn::InitScheme::he;
-  // language model (--model lstm)
-  Index layers = 2;
-  Index bptt = 35;
-  double dropout = 0.0;
-  bool tie_weights = false;
-  // data
-  std::string dataset = "fashion-mnist";
-  std::string data_dir;  // empty: the dataset's default
-  data::SyntheticConfig synthetic;
+  OptionValues model_options;  // the model's own options
+  std::string dataset;         // one of the model's datasets
+  std::string data_dir;        // empty: the dataset's default
   // schedule of the run
   std::uint64_t epochs = 3;
   std::uint64_t steps = 0;  // > 0 overrides epochs
@@ -32,13 +25,14 @@ struct TrainConfig {
   // optimisation
   OptimizerConfig optimizer;
   LrScheduleConfig lr;
-  ExchangeConfig exchange;
-  double clip = 0.0;                      // global-norm clipping of each rank's gradient (0: off)
-  double divergence_threshold = 0.5;      // replica divergence that warns (0: off)
-  std::uint64_t divergence_patience = 3;  // rising evaluations that warn (0: off)
-  double divergence_gap = 0.05;           // averaged loss above the replica's by this fraction warns (0: off)
-  std::uint64_t diagnostics_every = 0;    // steps between diagnostics records (0: off)
-  std::optional<Link> model_link;         // the summary's modelled_comm_s_per_step on this link
+  ExchangeConfig exchange;                                   // the method and its options as the run uses them
+  std::map<std::string, OptionValues> other_method_options;  // the other methods' options as given
+  double clip = 0.0;                                         // global-norm clipping of each rank's gradient (0: off)
+  double divergence_threshold = 0.5;                         // replica divergence that warns (0: off)
+  std::uint64_t divergence_patience = 3;                     // rising evaluations that warn (0: off)
+  double divergence_gap = 0.05;         // averaged loss above the replica's by this fraction warns (0: off)
+  std::uint64_t diagnostics_every = 0;  // steps between diagnostics records (0: off)
+  std::optional<Link> model_link;       // the summary's modelled_comm_s_per_step on this link
   bool stop_on_divergence = false;
   double collective_timeout = 300.0;  // seconds one collective may wait before the rank gives up (0: off)
   // output
@@ -64,7 +58,7 @@ struct TrainConfig {
 };
 
 /// What parse_options() decided besides the configuration.
-enum class ParseOutcome { run, help, version };
+enum class ParseOutcome { run, help, version, list_methods, list_models };
 
 /// Parses argv (and --config FILE; the command line wins over the file). Throws InvalidArgument
 /// with the option named for every invalid value. `help_text` receives --help output.

@@ -7,22 +7,18 @@
 #include <a2sgd/comm/NetworkModel.hpp>
 #include <a2sgd/comm/StopSignals.hpp>
 #include <a2sgd/comm/ViewCollectives.hpp>
-#include <a2sgd/compress/A2sgdExchange.hpp>
-#include <a2sgd/compress/CastExchange.hpp>
-#include <a2sgd/compress/DenseExchange.hpp>
-#include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/Exchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
-#include <a2sgd/compress/PowerSgdExchange.hpp>
-#include <a2sgd/compress/QsgdExchange.hpp>
-#include <a2sgd/compress/RandomkExchange.hpp>
-#include <a2sgd/compress/TopkExchange.hpp>
+#include <a2sgd/compress/ExchangeRegistry.hpp>
+#include <a2sgd/compress/KernelTraffic.hpp>
+#include <a2sgd/compress/Methods.hpp>  // every registered method's header (generated)
 #include <a2sgd/compress/TwoMeans.hpp>
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/HeapPolicy.hpp>
+#include <a2sgd/core/Options.hpp>
 #include <a2sgd/core/ParameterStore.hpp>
 #include <a2sgd/core/Random.hpp>
 #include <a2sgd/core/Types.hpp>
@@ -45,6 +41,7 @@
 #include <a2sgd/optim/Optimizer.hpp>
 #include <a2sgd/train/ClassificationSource.hpp>
 #include <a2sgd/train/DataSource.hpp>
+#include <a2sgd/train/ModelRegistry.hpp>
 #include <a2sgd/train/Observer.hpp>
 #include <a2sgd/train/TokenStreamSource.hpp>
 #include <a2sgd/train/Trainer.hpp>

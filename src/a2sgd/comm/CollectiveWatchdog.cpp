@@ -20,7 +20,7 @@ void report_and_exit(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
   std::fflush(stdout);
-  std::_Exit(exit_code_stalled);
+  std::_Exit(EXIT_FAILURE);
 }
 
 }  // namespace
@@ -74,9 +74,9 @@ void CollectiveWatchdog::watch() {
     char text[512];
     std::snprintf(text, sizeof text,
                   "a2sgd: rank %d: no progress for %.1f s waiting in %s at step %llu: another rank stopped, died "
-                  "or hangs (--collective-timeout %.0f s); exiting with code %d so that the job can be requeued",
+                  "or hangs (timeout %.0f s)",
                   m_rank, waited, m_what.load(std::memory_order_relaxed),
-                  static_cast<unsigned long long>(m_step.load(std::memory_order_relaxed)), limit, exit_code_stalled);
+                  static_cast<unsigned long long>(m_step.load(std::memory_order_relaxed)), limit);
     m_handler(text);
     m_wait_start_ns.store(-1, std::memory_order_release);  // a handler that returns is called once per wait
   }

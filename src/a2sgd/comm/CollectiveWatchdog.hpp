@@ -13,16 +13,13 @@
 
 namespace a2sgd {
 
-/// Exit code of a rank that the watchdog ended: EX_PROTOCOL from sysexits.h. The run can go on
-/// from its newest checkpoint (the Slurm job scripts requeue on it).
-inline constexpr int exit_code_stalled = 76;
-
 /// A thread that watches this rank's waits in collectives (Communicator::watch) and calls its
 /// handler once a single wait has lasted longer than the effective timeout: the configured one,
 /// or 20 times the longest step seen so far (note_step) when that is longer, so a slow model
-/// does not trip it. The default handler prints which collective and step the rank waits in and
-/// ends the process with exit_code_stalled (the MPI launcher then ends the others; a stopped
-/// rank cannot be asked to finalize).
+/// does not trip it. The handler gets a message that says which collective and step the rank
+/// waits in; the default one prints it and ends the process with EXIT_FAILURE (the MPI launcher
+/// then ends the others; a stopped rank cannot be asked to finalize). An application passes its
+/// own to choose the exit code (a2sgd-train: 76, which its job scripts requeue on).
 class CollectiveWatchdog {
  public:
   using Handler = std::function<void(const std::string& message)>;

@@ -11,10 +11,6 @@
 
 namespace a2sgd {
 
-/// Exit code of a run that stopped on a signal after writing its checkpoint: EX_TEMPFAIL from
-/// sysexits.h ("temporary failure, the user is invited to retry"); job scripts requeue on it.
-inline constexpr int exit_code_requeue = 75;
-
 /// Catches stop signals (by default SIGUSR1, what `sbatch --signal=USR1@T` and Open MPI's
 /// `mpirun` forward, and SIGTERM) and lets every rank agree on them at the same step boundary.
 ///

@@ -1,7 +1,9 @@
 #include <a2sgd/compress/A2sgdExchange.hpp>
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/TwoMeans.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -142,97 +144,10 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
     allreduce_sum(grad, stats);
     apply_dense(params, grad, opt, lr, static_cast<float>(1.0 / p), stats);
   } else {
-    // Step 3: the two local averages of each segment, one fused reduction each. With a local
-    // moment scheme the optimizer first turns g into this rank's update direction, which is what
-    // gets compressed (and then applied with the learning rate alone).
-    Stopwatch clock;
-    const bool local_moments = m_options.moments != MomentScheme::decoded;
-    if (local_moments) opt.local_direction(exec(), grad, m_options.moments, m_options.warmup_steps);
-    const bool ef = m_options.error_feedback;
-    const std::size_t segments = m_bounds.size() - 1;
-    std::int64_t non_finite = 0;
-    // Without error feedback a = g, whose zeros join no class anyway: hold changes nothing there.
-    const bool hold = ef && m_options.zero_gradient == ZeroGradient::hold;
-    for (std::size_t s = 0; s < segments; ++s) {
-      const auto range = std::make_pair(m_bounds[s], m_bounds[s + 1]);
-      const ConstFloatView g_s = Kokkos::subview(grad, range);
-      m_local[s] =
-          hold ? two_means_held(exec(), g_s, Kokkos::subview(m_residual, range))
-               : two_means(exec(), g_s, ef ? ConstFloatView(Kokkos::subview(m_residual, range)) : ConstFloatView());
-      non_finite += m_local[s].non_finite;
-    }
-    stats.compress_s += clock.seconds();
-
-    // Step 4: exactly one all-reduce of 2 (or 4) scalars per segment.
-    const bool weighted = m_options.averaging == GlobalAveraging::weighted;
-    const std::size_t width = weighted ? 4 : 2;
-    for (std::size_t s = 0; s < segments; ++s) {
-      const TwoMeansResult& l = m_local[s];
-      double* out = &m_payload[width * s];
-      if (weighted) {
-        out[0] = l.sum_pos, out[1] = l.sum_neg;
-        out[2] = static_cast<double>(l.count_pos), out[3] = static_cast<double>(l.count_neg);
-      } else {
-        out[0] = l.mean_pos(), out[1] = l.mean_neg();
-      }
-    }
-    // A non-finite entry already makes this rank's sums non-finite; poisoning the values states
-    // the contract explicitly: every rank sees NaN from the same all-reduce and stops together.
-    if (non_finite > 0) m_payload[0] = m_payload[1] = std::numeric_limits<double>::quiet_NaN();
-    comm().allreduce(m_payload.data(), width * segments, MPI_SUM, &stats);
-
-    for (std::size_t s = 0; s < segments; ++s) {
-      const double* q = &m_payload[width * s];
-      const double m_pos = weighted ? (q[2] > 0 ? q[0] / q[2] : 0.0) : q[0] / p;
-      const double m_neg = weighted ? (q[3] > 0 ? q[1] / q[3] : 0.0) : q[1] / p;
-      if (!std::isfinite(m_pos) || !std::isfinite(m_neg)) {
-        const std::string where = "A2SGD step " + std::to_string(steps()) + ": ";
-        throw NonFiniteError(
-            non_finite > 0 ? where + "this rank's error-compensated gradient g + e has " + std::to_string(non_finite) +
-                                 " non-finite (NaN/Inf) entries of " + std::to_string(size()) + "; nothing was updated"
-                           : where + "another rank's gradient has non-finite (NaN/Inf) entries; nothing was updated",
-            -1);
-      }
-      m_last_local[s] = {m_local[s].mean_pos(), m_local[s].mean_neg()};
-      m_last_global[s] = {m_pos, m_neg};
-    }
-
-    // Steps 5 and 6: residual, update direction and optimizer in one pass per segment.
-    clock.restart();
-    const bool global_ref = m_options.residual == ResidualReference::global;
-    const ConstFloatView g = grad;
-    const FloatView e = m_residual;
-    auto apply = [&](const auto& rule) {
-      using Rule = std::decay_t<decltype(rule)>;
-      for (std::size_t s = 0; s < segments; ++s) {
-        const auto [m_pos, m_neg] = m_last_global[s];
-        const auto [mu_pos, mu_neg] = m_last_local[s];
-        const auto ref_pos = static_cast<float>(global_ref ? m_pos : mu_pos);
-        const auto ref_neg = static_cast<float>(global_ref ? m_neg : mu_neg);
-        const auto upd_pos = static_cast<float>(m_pos);
-        const auto upd_neg = static_cast<float>(m_neg);
-        // Compiled per ISA on host backends: the pass is arithmetic enough that the baseline
-        // ISA's 4 lanes would bound it below memory speed.
-        const auto pass = [&](auto functor) {
-          impl::simd_parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), exec(), m_bounds[s], m_bounds[s + 1],
-                                  functor);
-        };
-        if (hold)
-          pass(A2sgdApply<Rule, true, true>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
-        else if (ef)
-          pass(A2sgdApply<Rule, true, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
-        else
-          pass(A2sgdApply<Rule, false, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
-      }
-    };
-    if (local_moments)
-      opt.visit_direction_step(params, lr, apply);
-    else
-      opt.visit_step(params, lr, apply);
-    exec().fence();
-    stats.optimizer_s += clock.seconds();
+    const std::int64_t non_finite = compress(grad, opt, stats);
+    communicate(non_finite, stats);
+    apply(params, grad, opt, lr, stats);
   }
-
   if (m_options.average_every > 0 && (steps() + 1) % m_options.average_every == 0) {
     allreduce_sum(params, stats);
     scale(params, static_cast<float>(1.0 / p));
@@ -240,4 +155,179 @@ void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Opti
   }
 }
 
+// Step 3: the two local averages of each segment, one fused reduction each. With a local moment
+// scheme the optimizer first turns g into this rank's update direction, which is what gets
+// compressed (and then applied with the learning rate alone). Returns the non-finite entries.
+std::int64_t A2sgdExchange::compress(const FloatView& grad, Optimizer& opt, StepStats& stats) {
+  Stopwatch clock;
+  if (m_options.moments != MomentScheme::decoded)
+    opt.local_direction(exec(), grad, m_options.moments, m_options.warmup_steps);
+  const bool ef = m_options.error_feedback;
+  // Without error feedback a = g, whose zeros join no class anyway: hold changes nothing there.
+  const bool hold = ef && m_options.zero_gradient == ZeroGradient::hold;
+  std::int64_t non_finite = 0;
+  for (std::size_t s = 0; s + 1 < m_bounds.size(); ++s) {
+    const auto range = std::make_pair(m_bounds[s], m_bounds[s + 1]);
+    const ConstFloatView g_s = Kokkos::subview(grad, range);
+    m_local[s] =
+        hold ? two_means_held(exec(), g_s, Kokkos::subview(m_residual, range))
+             : two_means(exec(), g_s, ef ? ConstFloatView(Kokkos::subview(m_residual, range)) : ConstFloatView());
+    non_finite += m_local[s].non_finite;
+  }
+  stats.compress_s += clock.seconds();
+  return non_finite;
+}
+
+// Step 4: exactly one all-reduce of 2 (or 4) scalars per segment, then the global averages.
+void A2sgdExchange::communicate(std::int64_t non_finite, StepStats& stats) {
+  const double p = static_cast<double>(comm().size());
+  const bool weighted = m_options.averaging == GlobalAveraging::weighted;
+  const std::size_t width = weighted ? 4 : 2, segments = m_bounds.size() - 1;
+  for (std::size_t s = 0; s < segments; ++s) {
+    const TwoMeansResult& l = m_local[s];
+    double* out = &m_payload[width * s];
+    if (weighted) {
+      out[0] = l.sum_pos, out[1] = l.sum_neg;
+      out[2] = static_cast<double>(l.count_pos), out[3] = static_cast<double>(l.count_neg);
+    } else {
+      out[0] = l.mean_pos(), out[1] = l.mean_neg();
+    }
+  }
+  // A non-finite entry already makes this rank's sums non-finite; poisoning the values states
+  // the contract explicitly: every rank sees NaN from the same all-reduce and stops together.
+  if (non_finite > 0) m_payload[0] = m_payload[1] = std::numeric_limits<double>::quiet_NaN();
+  comm().allreduce(m_payload.data(), width * segments, MPI_SUM, &stats);
+  for (std::size_t s = 0; s < segments; ++s) {
+    const double* q = &m_payload[width * s];
+    const double m_pos = weighted ? (q[2] > 0 ? q[0] / q[2] : 0.0) : q[0] / p;
+    const double m_neg = weighted ? (q[3] > 0 ? q[1] / q[3] : 0.0) : q[1] / p;
+    if (!std::isfinite(m_pos) || !std::isfinite(m_neg)) {
+      const std::string where = "A2SGD step " + std::to_string(steps()) + ": ";
+      throw NonFiniteError(
+          non_finite > 0 ? where + "this rank's error-compensated gradient g + e has " + std::to_string(non_finite) +
+                               " non-finite (NaN/Inf) entries of " + std::to_string(size()) + "; nothing was updated"
+                         : where + "another rank's gradient has non-finite (NaN/Inf) entries; nothing was updated",
+          -1);
+    }
+    m_last_local[s] = {m_local[s].mean_pos(), m_local[s].mean_neg()};
+    m_last_global[s] = {m_pos, m_neg};
+  }
+}
+
+// Steps 5 and 6: residual, update direction and optimizer in one pass per segment.
+void A2sgdExchange::apply(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) {
+  Stopwatch clock;
+  const bool global_ref = m_options.residual == ResidualReference::global;
+  const bool ef = m_options.error_feedback, hold = ef && m_options.zero_gradient == ZeroGradient::hold;
+  const ConstFloatView g = grad;
+  const FloatView e = m_residual;
+  auto pass = [&](const auto& rule) {
+    using Rule = std::decay_t<decltype(rule)>;
+    for (std::size_t s = 0; s + 1 < m_bounds.size(); ++s) {
+      const auto [m_pos, m_neg] = m_last_global[s];
+      const auto [mu_pos, mu_neg] = m_last_local[s];
+      const auto ref_pos = static_cast<float>(global_ref ? m_pos : mu_pos);
+      const auto ref_neg = static_cast<float>(global_ref ? m_neg : mu_neg);
+      const auto upd_pos = static_cast<float>(m_pos);
+      const auto upd_neg = static_cast<float>(m_neg);
+      // Compiled per ISA on host backends: the pass is arithmetic enough that the baseline
+      // ISA's 4 lanes would bound it below memory speed.
+      const auto run = [&](auto functor) {
+        impl::simd_parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), exec(), m_bounds[s], m_bounds[s + 1],
+                                functor);
+      };
+      if (hold)
+        run(A2sgdApply<Rule, true, true>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+      else if (ef)
+        run(A2sgdApply<Rule, true, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+      else
+        run(A2sgdApply<Rule, false, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
+    }
+  };
+  if (m_options.moments != MomentScheme::decoded)
+    opt.visit_direction_step(params, lr, pass);
+  else
+    opt.visit_step(params, lr, pass);
+  exec().fence();
+  stats.optimizer_s += clock.seconds();
+}
+
 }  // namespace a2sgd
+
+namespace {
+
+a2sgd::A2sgdOptions parse_a2sgd_options(const a2sgd::OptionValues& o, const std::vector<a2sgd::TensorInfo>& layout) {
+  using namespace a2sgd;
+  A2sgdOptions a;
+  a.averaging = parse_global_averaging(o.text("averaging"));
+  a.residual = parse_residual_reference(o.text("residual"));
+  a.granularity = parse_granularity(o.text("granularity"));
+  a.error_feedback = o.on("error-feedback");
+  a.zero_gradient = parse_zero_gradient(o.text("zero-gradient"));
+  const std::int64_t warmup = o.integer("warmup-steps"), every = o.integer("average-every");
+  o.require(warmup >= 0, "warmup-steps", "must not be negative");
+  o.require(every >= 0, "average-every", "must not be negative");
+  a.warmup_steps = static_cast<std::uint64_t>(warmup);
+  a.average_every = static_cast<std::uint64_t>(every);
+  a.moments = parse_moment_scheme(o.text("moments"));
+  if (a.granularity == Granularity::layer)
+    for (const auto& t : layout) a.segments.push_back(t.size);
+  return a;
+}
+
+}  // namespace
+
+A2SGD_REGISTER_EXCHANGE(a2sgd) {
+  using namespace a2sgd;
+  ExchangeMethod m;
+  m.summary = "two-level gradient averaging: error feedback, two local means all-reduced: 16 bytes";
+  m.options = {
+      {"averaging", "mean", "mean (2 scalars per step) | weighted (4 scalars)", {"mean", "weighted"}},
+      {"residual", "local", "residual reference: local | global", {"local", "global"}},
+      {"granularity", "model", "model (2 scalars per step) | layer (2 per tensor, one all-reduce)", {"model", "layer"}},
+      {"error-feedback", "on", "on | off", {"on", "off"}},
+      {"zero-gradient",
+       "move",
+       "entries whose gradient (direction) is exactly 0: move (classed by the residual's sign) | hold (left out "
+       "of the step: no move, residual kept)",
+       {"move", "hold"}},
+      {"warmup-steps", "0", "first steps exchanged dense"},
+      {"moments",
+       "local",
+       "momentum/Adam with A2SGD: local (each rank's optimizer direction compressed) | decoded (moments of the "
+       "decoded update) | frozen (Adam: variance frozen after the dense warm-up)",
+       {"local", "decoded", "frozen"}},
+      {"average-every", "0", "average the replicas every K steps (0: never)"},
+  };
+  m.check_options = [](const OptionValues& o) { parse_a2sgd_options(o, {}); };
+  m.make = [](const ExchangeContext& c, const OptionValues& o) -> std::unique_ptr<Exchange> {
+    return std::make_unique<A2sgdExchange>(c.comm, c.n, parse_a2sgd_options(o, c.layout), c.common, c.exec);
+  };
+  // Pass 1 reads g, e; pass 2 reads g, e, x and writes e, x.
+  m.kernel_traffic = [](double n, double, int) {
+    const double f = traffic::buffer(n);
+    return KernelTraffic{{{traffic::read(2.0 * f)}}, {{{Access::rmw, 5.0 * f}}}};
+  };
+  // The moment scheme's requirements (Adam for frozen, a warm-up to freeze after, no Nesterov).
+  m.check_optimizer = [](const OptionValues& o, const OptimizerConfig& opt) {
+    try {
+      check_moment_scheme(opt, parse_moment_scheme(o.text("moments")),
+                          static_cast<std::uint64_t>(std::max<std::int64_t>(0, o.integer("warmup-steps"))));
+    } catch (const OptionError&) {
+      throw;
+    } catch (const InvalidArgument& e) {
+      throw OptionError("a2sgd", "moments", o.text("moments"), e.what());
+    }
+  };
+  // With momentum or Adam each replica follows its own optimizer direction: averaging the replicas
+  // every 100 steps (1% of dense's traffic) keeps them together (docs/convergence.md). The frozen
+  // variance bounds the direction only through epsilon where the warm-up saw almost no gradient:
+  // 1e-8 let the MLP diverge, 1e-4 trained (docs/algorithm.md).
+  m.recommend = [](Recommendation& r) {
+    if (r.optimizer.kind != OptimizerKind::sgd) r.options.suggest("average-every", "100");
+    const bool eps_given =
+        std::find(r.optimizer_given.begin(), r.optimizer_given.end(), "epsilon") != r.optimizer_given.end();
+    if (r.options.text("moments") == "frozen" && !eps_given) r.optimizer.epsilon = 1e-4;
+  };
+  return m;
+}

@@ -111,6 +111,10 @@ class A2sgdExchange final : public Exchange {
   void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
 
  private:
+  std::int64_t compress(const FloatView& grad, Optimizer& opt, StepStats& stats);
+  void communicate(std::int64_t non_finite, StepStats& stats);
+  void apply(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats);
+
   A2sgdOptions m_options;
   FloatView m_residual;
   std::vector<Index> m_bounds;

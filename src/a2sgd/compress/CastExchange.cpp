@@ -1,4 +1,5 @@
 #include <a2sgd/compress/CastExchange.hpp>
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 
@@ -10,7 +11,6 @@
 namespace a2sgd {
 namespace {
 
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 using Wire = Kokkos::View<std::uint16_t*, MemorySpace>;
 
 // The format is a template parameter so that each kernel is one branch-free loop that vectorises.
@@ -257,3 +257,31 @@ void CastExchange::do_step(const FloatView& params, const FloatView& grad, Optim
 }
 
 }  // namespace a2sgd
+
+namespace {
+
+// Encode reads g and writes n halves; decode reads them and writes u; optimizer.
+a2sgd::ExchangeMethod cast_method(a2sgd::HalfFormat format, const char* summary) {
+  using namespace a2sgd;
+  ExchangeMethod m;
+  m.summary = summary;
+  m.make = [format](const ExchangeContext& c, const OptionValues&) -> std::unique_ptr<Exchange> {
+    return std::make_unique<CastExchange>(c.comm, c.n, format, c.common, c.exec);
+  };
+  m.kernel_traffic = [](double n, double, int) {
+    const double f = traffic::buffer(n);
+    return KernelTraffic{{{traffic::written(f, f / 2.0)}}, {{traffic::written(f / 2.0, f), traffic::sgd(n)}}};
+  };
+  return m;
+}
+
+}  // namespace
+
+A2SGD_REGISTER_EXCHANGE(fp16) {
+  return cast_method(a2sgd::HalfFormat::fp16,
+                     "the gradient rounded to IEEE half precision, summed in chunks: 2 n bytes");
+}
+
+A2SGD_REGISTER_EXCHANGE(bf16) {
+  return cast_method(a2sgd::HalfFormat::bf16, "the gradient rounded to bfloat16, summed in chunks: 2 n bytes");
+}

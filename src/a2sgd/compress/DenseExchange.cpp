@@ -1,4 +1,5 @@
 #include <a2sgd/compress/DenseExchange.hpp>
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 
 namespace a2sgd {
 
@@ -18,3 +19,14 @@ void DenseExchange::do_step(const FloatView& params, const FloatView& grad, Opti
 }
 
 }  // namespace a2sgd
+
+A2SGD_REGISTER_EXCHANGE(dense) {
+  using namespace a2sgd;
+  ExchangeMethod m;
+  m.summary = "MPI_Allreduce of the whole gradient: 4 n bytes per rank and step";
+  m.make = [](const ExchangeContext& c, const OptionValues&) -> std::unique_ptr<Exchange> {
+    return std::make_unique<DenseExchange>(c.comm, c.n, c.common, c.exec);
+  };
+  m.kernel_traffic = [](double n, double, int) { return KernelTraffic{{}, {{traffic::sgd(n)}}}; };
+  return m;
+}

@@ -1,15 +1,15 @@
 #include <a2sgd/compress/EfSignExchange.hpp>
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/impl/BitPack.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
+#include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 #include <a2sgd/core/impl/Norms.hpp>
-#include <a2sgd/core/HalfFloat.hpp>
 
 #include <limits>
 
 namespace a2sgd {
 namespace {
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 using Words = Kokkos::View<std::uint32_t*, MemorySpace>;
 
 // Branch-free throughout: signs are close to random, so a branch per entry would be mispredicted
@@ -149,3 +149,20 @@ void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Opt
 }
 
 }  // namespace a2sgd
+
+A2SGD_REGISTER_EXCHANGE(efsign) {
+  using namespace a2sgd;
+  ExchangeMethod m;
+  m.summary = "error feedback, the signs scaled by ||g + e||_1 / n, by allgather: 4 + 4 ceil(n / 32) bytes";
+  m.make = [](const ExchangeContext& c, const OptionValues&) -> std::unique_ptr<Exchange> {
+    return std::make_unique<EfSignExchange>(c.comm, c.n, c.common, c.exec);
+  };
+  // Fold, L1 norm, pack (reads and writes e, writes the bits); decode as QSGD.
+  m.kernel_traffic = [](double n, double payload, int p) {
+    const double f = traffic::buffer(n);
+    return KernelTraffic{
+        {{traffic::fold(n), traffic::read(f), {Access::axpy, 2.0 * f}, traffic::written(0.0, payload)}},
+        {{traffic::written(p * payload, f), traffic::sgd(n)}}};
+  };
+  return m;
+}

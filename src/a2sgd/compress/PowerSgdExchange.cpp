@@ -1,3 +1,4 @@
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/PowerSgdExchange.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
 #include <a2sgd/compress/impl/Orthonormalise.hpp>
@@ -10,8 +11,6 @@
 
 namespace a2sgd {
 namespace {
-
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 
 // n of a layout that covers [0, n) in order without gaps (what ParameterStore produces).
 Index layout_size(const std::vector<TensorInfo>& layout) {
@@ -187,3 +186,38 @@ void PowerSgdExchange::do_step(const FloatView& params, const FloatView& grad, O
 }
 
 }  // namespace a2sgd
+
+namespace {
+a2sgd::PowerSgdOptions powersgd_options(const a2sgd::OptionValues& o, std::uint64_t seed) {
+  a2sgd::PowerSgdOptions ps;
+  const std::int64_t rank = o.integer("rank");
+  o.require(rank >= 1 && rank <= 1024, "rank", "must be in [1, 1024]");
+  ps.rank = static_cast<int>(rank);
+  ps.seed = seed;
+  return ps;
+}
+}  // namespace
+
+A2SGD_REGISTER_EXCHANGE(powersgd) {
+  using namespace a2sgd;
+  ExchangeMethod m;
+  m.summary = "error feedback, a rank-r approximation P Q^T of every weight matrix, two all-reduces";
+  m.options = {{"rank", "2", "rank r of each weight matrix's approximation, in [1, 1024]"}};
+  m.check_options = [](const OptionValues& o) { powersgd_options(o, 0); };
+  m.make = [](const ExchangeContext& c, const OptionValues& o) -> std::unique_ptr<Exchange> {
+    const PowerSgdOptions ps = powersgd_options(o, c.seed);
+    Index covered = 0;
+    for (const auto& t : c.layout) covered += t.size;
+    if (covered != c.n)
+      throw InvalidArgument("powersgd: the tensor layout covers " + std::to_string(covered) +
+                            " values, not n = " + std::to_string(c.n));
+    return std::make_unique<PowerSgdExchange>(c.comm, c.layout, ps, c.common, c.exec);
+  };
+  // Fold, M Q and M^T P read M; u = P Q^T written, e -= u (read e, u; write e), optimizer.
+  m.kernel_traffic = [](double n, double, int) {
+    const double f = traffic::buffer(n);
+    return KernelTraffic{{{traffic::fold(n), traffic::read(f), traffic::read(f)}},
+                         {{traffic::written(0.0, f), {Access::axpy, 3.0 * f}, traffic::sgd(n)}}};
+  };
+  return m;
+}

@@ -1,17 +1,17 @@
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/QsgdExchange.hpp>
 #include <a2sgd/compress/impl/BitPack.hpp>
-#include <a2sgd/core/impl/HostClones.hpp>
-#include <a2sgd/core/impl/Norms.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/Random.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
+#include <a2sgd/core/impl/Norms.hpp>
 
 #include <cmath>
 #include <limits>
 
 namespace a2sgd {
 namespace {
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 using Words = Kokkos::View<std::uint32_t*, MemorySpace>;
 
 // Field of entry i: sign in the top bit, level in the others; x = s |g_i| / v is rounded up with
@@ -224,3 +224,32 @@ void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optim
 }
 
 }  // namespace a2sgd
+
+namespace {
+a2sgd::QsgdOptions qsgd_options(const a2sgd::OptionValues& o, std::uint64_t seed) {
+  a2sgd::QsgdOptions q;
+  q.levels = o.integer("levels");
+  o.require(q.levels >= 1 && q.levels < (1 << 24), "levels", "must be in [1, 16777215]");
+  q.seed = seed;
+  return q;
+}
+}  // namespace
+
+A2SGD_REGISTER_EXCHANGE(qsgd) {
+  using namespace a2sgd;
+  ExchangeMethod m;
+  m.summary = "stochastic rounding to s levels of |g| / ||g||, packed, by allgather: 4 + 4 ceil(n b / 32) bytes";
+  m.options = {{"levels", "256", "quantisation levels s, in [1, 16777215] (ceil(log2(s+1)) + 1 bits per entry)"}};
+  m.check_options = [](const OptionValues& o) { qsgd_options(o, 0); };
+  m.make = [](const ExchangeContext& c, const OptionValues& o) -> std::unique_ptr<Exchange> {
+    return std::make_unique<QsgdExchange>(c.comm, c.n, qsgd_options(o, c.seed), c.common, c.exec);
+  };
+  // Norm pass (read g), packing pass (read g, write the payload); decode reads p payloads and
+  // writes u, then the optimizer.
+  m.kernel_traffic = [](double n, double payload, int p) {
+    const double f = traffic::buffer(n);
+    return KernelTraffic{{{traffic::read(f), traffic::written(f, payload)}},
+                         {{traffic::written(p * payload, f), traffic::sgd(n)}}};
+  };
+  return m;
+}

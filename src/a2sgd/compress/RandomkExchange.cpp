@@ -1,3 +1,4 @@
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/RandomkExchange.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
 #include <a2sgd/compress/impl/IndexPermutation.hpp>
@@ -18,8 +19,6 @@ std::string range_message(double ratio, Index n) {
                 static_cast<long long>(n), 0.5 / static_cast<double>(n));
   return buf;
 }
-
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 
 }  // namespace
 
@@ -95,3 +94,30 @@ void RandomkExchange::do_step(const FloatView& params, const FloatView& grad, Op
 }
 
 }  // namespace a2sgd
+
+namespace {
+a2sgd::RandomkOptions randomk_options(const a2sgd::OptionValues& o, std::uint64_t seed) {
+  a2sgd::RandomkOptions r;
+  r.ratio = o.number("ratio");
+  o.require(r.ratio > 0 && r.ratio <= 1, "ratio", "must be in (0, 1]");
+  r.seed = seed;
+  return r;
+}
+}  // namespace
+
+A2SGD_REGISTER_EXCHANGE(randomk) {
+  using namespace a2sgd;
+  ExchangeMethod m;
+  m.summary = "error feedback, k = ratio n entries at indices every rank draws alike, by all-reduce: 4 k bytes";
+  m.options = {{"ratio", "0.001", "fraction of entries sent per step, in (0, 1]"}};
+  m.check_options = [](const OptionValues& o) { randomk_options(o, 0); };
+  m.make = [](const ExchangeContext& c, const OptionValues& o) -> std::unique_ptr<Exchange> {
+    return std::make_unique<RandomkExchange>(c.comm, c.n, randomk_options(o, c.seed), c.common, c.exec);
+  };
+  // Fold, gather k values; scatter k values, optimizer.
+  m.kernel_traffic = [](double n, double payload, int) {
+    return KernelTraffic{{{traffic::fold(n), traffic::read(payload)}},
+                         {{traffic::sgd(n), {Access::axpy, 2.0 * payload}}}};
+  };
+  return m;
+}

@@ -1,3 +1,4 @@
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/TopkExchange.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
 #include <a2sgd/core/Math.hpp>
@@ -9,8 +10,6 @@
 
 namespace a2sgd {
 namespace {
-
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 
 Index k_of(double ratio, Index n) {
   if (!(ratio > 0.0 && ratio <= 1.0))
@@ -103,3 +102,31 @@ void TopkExchange::do_step(const FloatView& params, const FloatView& grad, Optim
 }
 
 }  // namespace a2sgd
+
+namespace {
+a2sgd::TopkOptions topk_options(const a2sgd::OptionValues& o) {
+  a2sgd::TopkOptions t;
+  t.ratio = o.number("ratio");
+  o.require(t.ratio > 0 && t.ratio <= 1, "ratio", "must be in (0, 1]");
+  return t;
+}
+}  // namespace
+
+A2SGD_REGISTER_EXCHANGE(topk) {
+  using namespace a2sgd;
+  ExchangeMethod m;
+  m.summary = "error feedback, the k = ratio n largest |g + e| as (index, value) pairs by allgather: 8 k bytes";
+  m.options = {{"ratio", "0.001", "fraction of entries sent per step, in (0, 1]"}};
+  m.check_options = [](const OptionValues& o) { topk_options(o); };
+  m.make = [](const ExchangeContext& c, const OptionValues& o) -> std::unique_ptr<Exchange> {
+    return std::make_unique<TopkExchange>(c.comm, c.n, topk_options(o), c.common, c.exec);
+  };
+  // Fold, count and compact passes over a (two reads); decode scatters p payloads into u (the
+  // touched entries: read and written), then the optimizer and the clearing of those entries.
+  m.kernel_traffic = [](double n, double payload, int p) {
+    const double f = traffic::buffer(n);
+    return KernelTraffic{{{traffic::fold(n), traffic::read(f), traffic::read(f)}},
+                         {{traffic::sgd(n), {Access::axpy, 2.0 * p * payload}}}};
+  };
+  return m;
+}

@@ -25,8 +25,6 @@
 namespace a2sgd {
 namespace {
 
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
-
 // Branch-free accumulation of one entry. Gradient signs are close to random, so a branch per
 // entry would be mispredicted about half the time; 0/1 masks multiply instead. Non-finite entries
 // need no test: NaN * 0 and Inf * 0 are NaN, so a NaN or +-Inf entry makes a double sum

@@ -45,9 +45,6 @@ class IoError : public CollectiveError {
   using CollectiveError::CollectiveError;
 };
 
-/// Exit code of the applications for an IoError: EX_IOERR from sysexits.h.
-inline constexpr int exit_code_io = 74;
-
 /// Non-finite values (NaN/Inf) were found in gradients or parameters; raised on every rank.
 class NonFiniteError : public CollectiveError {
  public:

@@ -38,6 +38,9 @@ using ConstLabelView = Kokkos::View<const int*, MemorySpace>;
 /// Index type of flat buffers (models beyond 2^31 parameters are expected).
 using Index = std::int64_t;
 
+/// The range policy of a2sgd's one-dimensional kernels: ExecutionSpace with 64-bit indices.
+using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
+
 /// How a piece of per-rank state is carried into a run with a different number of ranks.
 enum class StateMerge {
   conserve_sum,  ///< each new rank gets (sum over old ranks) / p_new: e.g. error-feedback residuals

@@ -464,10 +464,9 @@ std::vector<std::pair<std::uint64_t, std::string>> list_checkpoints(const std::s
   return found;
 }
 
-std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path, const CheckpointMetadata& meta,
-                               const CheckpointState& state) {
-  impl::silence_hdf5_errors();
-  const int p = comm.size(), rank = comm.rank();
+namespace {
+
+void check_state(const Communicator& comm, const CheckpointMetadata& meta, const CheckpointState& state) {
   const auto n = static_cast<std::size_t>(meta.num_params);
   comm.all_or_throw([&] {
     auto need = [&](const FloatView& v, const std::string& what) {
@@ -478,156 +477,167 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
     need(state.params, "params");
     need(state.averaged, "averaged model");
     for (const auto& s : state.optimizer_state) need(s.view, s.name);
-    if (meta.world_size != p)
+    if (meta.world_size != comm.size())
       throw InvalidArgument("write_checkpoint: metadata world size differs from the communicator");
     if (meta.batch_size < 1) throw InvalidArgument("write_checkpoint: metadata batch size must be at least 1");
   });
-  const fs::path final_path(path);
-  const std::string tmp = (final_path.parent_path() / ("." + final_path.filename().string() + ".tmp")).string();
-  // Identical attribute values on every rank (parallel HDF5 metadata writes are collective).
+}
+
+// Identical attribute values on every rank (parallel HDF5 metadata writes are collective).
+std::string agreed_creation_time(const Communicator& comm, const CheckpointMetadata& meta) {
   std::string created = meta.created.empty() ? now_utc() : meta.created;
   std::uint64_t created_len = created.size();
   comm.broadcast(&created_len, 1, 0);
   created.resize(created_len);
   comm.broadcast(created.data(), created.size(), 0);
+  return created;
+}
 
-  Kokkos::fence();
-  const HostFloats params = to_host(state.params);
-  std::vector<HostFloats> exch, optim;
-  for (const auto& s : state.exchange_state) exch.push_back(to_host(s.view));
-  for (const auto& s : state.optimizer_state) optim.push_back(to_host(s.view));
-  std::vector<HostFloats> model_state;
-  for (const auto& s : state.model_state) model_state.push_back(to_host(s.view));
-  const HostFloats averaged = rank == 0 ? to_host(state.averaged) : HostFloats("empty", 0);
+// This rank's rows on the host, and every row's CRC-32 on every rank, gathered in one collective
+// before the file exists (a dataset's checksum attribute is written with the same value on every
+// rank). Order: params, exchange state, optimizer state, model state, averaged model (rank 0's),
+// scalars, timers.
+struct HostRows {
+  HostFloats params, averaged;
+  std::vector<HostFloats> exchange, optimizer, model_state;
+  std::vector<std::uint32_t> crcs;  // row j of rank r at [r * per_rank + j]
+  std::size_t per_rank = 0;
+  std::uint64_t data_bytes = 0;  // every rank's rows together
 
-  // Every row's CRC-32, computed before the file exists and gathered in one collective (a
-  // dataset's checksum attribute is written with the same value on every rank). Order: params,
-  // exchange state, optimizer state, model state, averaged model (rank 0's), scalars, timers.
-  std::vector<std::uint32_t> mine;
-  std::uint64_t data_bytes = 0;
-  auto add_row = [&](const HostFloats& v) {
-    mine.push_back(crc32_of(v.data(), v.extent(0) * sizeof(float)));
-    data_bytes += std::uint64_t(v.extent(0)) * sizeof(float) * std::uint64_t(p);
-  };
-  add_row(params);
-  for (const auto& v : exch) add_row(v);
-  for (const auto& v : optim) add_row(v);
-  for (const auto& v : model_state) add_row(v);
-  mine.push_back(rank == 0 ? crc32_of(averaged.data(), n * sizeof(float)) : 0);
-  data_bytes += std::uint64_t(n) * sizeof(float);
-  for (const auto* values : {&state.scalars, &state.timers}) {
-    const std::vector<double> row = named_row(*values);
-    mine.push_back(crc32_of(row.data(), row.size() * sizeof(double)));
-    data_bytes += std::uint64_t(row.size()) * sizeof(double) * std::uint64_t(p);
-  }
-  const std::size_t k = mine.size();
-  std::vector<std::uint32_t> gathered(k * static_cast<std::size_t>(p));
-  comm.allgather(mine.data(), k, gathered.data());
-  auto crcs_of = [&](std::size_t j) {
-    std::vector<std::uint32_t> column(static_cast<std::size_t>(p));
-    for (int r = 0; r < p; ++r) column[static_cast<std::size_t>(r)] = gathered[static_cast<std::size_t>(r) * k + j];
-    return column;
-  };
-
-  try {
-    // The file's space is claimed before HDF5 writes a byte: a full disk or an exhausted quota is
-    // then a clean error here, never a failed write in the middle of HDF5's collective state.
-    comm.all_or_throw([&] {
-      if (rank == 0) reserve_space(tmp, path, data_bytes + metadata_allowance(k));
-    });
-    Handle file;
-    comm.all_or_throw([&] {
-      Handle fapl = create_fapl(comm);
-      file = Handle(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
-                    "cannot create checkpoint file " + tmp + " (missing directory, no permission or disk full?)");
-    });
-    // Each dataset is written between two agreements: a rank whose write failed must not leave
-    // the others inside HDF5's next collective call while it waits in the agreement.
-    bool written = false;
-    try {
-      const hid_t f = file.get();
-      // Closed before the file: a parallel file with open objects does not close.
-      Handle dxpl, replicas, optimizer_group, model, model_state_group;
-      comm.all_or_throw([&] {
-        write_attr(f, "format_version", meta.format_version);
-        write_attr(f, "library_version", meta.library_version);
-        write_attr(f, "model", meta.model);
-        write_attr(f, "layout", meta.layout);
-        write_attr(f, "compressor", meta.compressor);
-        write_attr(f, "compressor_options", meta.compressor_options);
-        write_attr(f, "optimizer", meta.optimizer);
-        write_attr(f, "optimizer_options", meta.optimizer_options);
-        write_attr(f, "dataset", meta.dataset);
-        write_attr(f, "world_size", meta.world_size);
-        write_attr(f, "num_params", meta.num_params);
-        write_attr(f, "batch_size", meta.batch_size);
-        write_attr(f, "seed", meta.seed);
-        write_attr(f, "step", meta.step);
-        write_attr(f, "epoch", meta.epoch);
-        write_attr(f, "samples_in_epoch", meta.samples_in_epoch);
-        write_attr(f, "created", created);
-        write_attr(f, "optimizer_steps", state.optimizer_steps);
-        write_attr(f, "exchange_steps", state.exchange_steps);
-        dxpl = transfer_plist(false);
-        replicas = create_group(f, "/replicas");
-        optimizer_group = create_group(f, "/replicas/optimizer");
-        model = create_group(f, "/model");
-        if (!model_state.empty()) model_state_group = create_group(f, "/replicas/model_state");
-      });
-      std::size_t j = 0;
-      auto rows = [&](const std::string& name, const HostFloats& row) {
-        comm.all_or_throw([&] { write_rows(f, name, row, p, rank, dxpl.get(), crcs_of(j)); });
-        ++j;
-      };
-      rows("/replicas/params", params);
-      for (std::size_t i = 0; i < exch.size(); ++i) rows(exchange_dataset(state.exchange_state[i].name), exch[i]);
-      for (std::size_t i = 0; i < optim.size(); ++i) rows(optimizer_dataset(state.optimizer_state[i].name), optim[i]);
-      for (std::size_t i = 0; i < model_state.size(); ++i)
-        rows(model_state_dataset(state.model_state[i].name), model_state[i]);
-      comm.all_or_throw([&] {
-        write_vector(f, "/model/params", averaged, n, rank, dxpl.get(), crcs_of(j)[0]);
-        write_named_values(f, "/replicas/scalars", state.scalars, p, rank, dxpl.get(), crcs_of(j + 1));
-        write_named_values(f, "/replicas/timers", state.timers, p, rank, dxpl.get(), crcs_of(j + 2));
-      });
-      comm.all_or_throw([&] {
-        fault_point("checkpoint-write", meta.step, rank);
-        // Written last: a reader accepts only files that have it.
-        write_attr(f, "complete", std::int64_t(1));
-        check(H5Fflush(f, H5F_SCOPE_GLOBAL), "cannot flush " + tmp);
-      });
-      for (Handle* h : {&model_state_group, &model, &optimizer_group, &replicas, &dxpl}) *h = Handle();
-      written = true;
-      comm.all_or_throw([&] { file.close("cannot close " + tmp + " (disk full?)"); });
-    } catch (const CollectiveError&) {
-      // A write that failed on some ranks leaves their views of the file different, and HDF5's
-      // collective close would then wait forever in mismatched calls: the file is abandoned
-      // instead (see can_finalize()) and its temporary name removed.
-      if (!written) {
-        file.release();
-        finalize_unsafe = true;
-      }
-      if (rank == 0) ::unlink(tmp.c_str());
-      throw;
+  HostRows(const Communicator& comm, const CheckpointState& state, std::size_t n)
+      : params(to_host(state.params)), averaged(comm.rank() == 0 ? to_host(state.averaged) : HostFloats("empty", 0)) {
+    for (const auto& s : state.exchange_state) exchange.push_back(to_host(s.view));
+    for (const auto& s : state.optimizer_state) optimizer.push_back(to_host(s.view));
+    for (const auto& s : state.model_state) model_state.push_back(to_host(s.view));
+    const auto p = static_cast<std::uint64_t>(comm.size());
+    std::vector<std::uint32_t> mine;
+    auto add_row = [&](const HostFloats& v) {
+      mine.push_back(crc32_of(v.data(), v.extent(0) * sizeof(float)));
+      data_bytes += std::uint64_t(v.extent(0)) * sizeof(float) * p;
+    };
+    add_row(params);
+    for (const auto* rows : {&exchange, &optimizer, &model_state})
+      for (const auto& v : *rows) add_row(v);
+    mine.push_back(comm.rank() == 0 ? crc32_of(averaged.data(), n * sizeof(float)) : 0);
+    data_bytes += std::uint64_t(n) * sizeof(float);
+    for (const auto* values : {&state.scalars, &state.timers}) {
+      const std::vector<double> row = named_row(*values);
+      mine.push_back(crc32_of(row.data(), row.size() * sizeof(double)));
+      data_bytes += std::uint64_t(row.size()) * sizeof(double) * p;
     }
-  } catch (const CollectiveError& e) {
-    // HDF5 does not pass on the system's reason; a full file system is the usual one.
-    struct statvfs fs_info {};
-    const std::string dir = final_path.parent_path().empty() ? "." : final_path.parent_path().string();
-    std::string reason;
-    const std::string what = e.what();
-    if (what.find(std::strerror(ENOSPC)) == std::string::npos && ::statvfs(dir.c_str(), &fs_info) == 0 &&
-        std::uint64_t(fs_info.f_bavail) * std::uint64_t(fs_info.f_frsize) < data_bytes)
-      reason = " (" + std::string(std::strerror(ENOSPC)) + ": " +
-               megabytes(std::uint64_t(fs_info.f_bavail) * std::uint64_t(fs_info.f_frsize)) + " free)";
-    throw IoError(what.find(path) != std::string::npos ? what + reason : "checkpoint " + path + ": " + what + reason,
-                  e.origin_rank());
+    per_rank = mine.size();
+    crcs.resize(per_rank * static_cast<std::size_t>(p));
+    comm.allgather(mine.data(), per_rank, crcs.data());
   }
+  std::vector<std::uint32_t> crcs_of(std::size_t j) const {
+    std::vector<std::uint32_t> column(crcs.size() / per_rank);
+    for (std::size_t r = 0; r < column.size(); ++r) column[r] = crcs[r * per_rank + j];
+    return column;
+  }
+};
 
-  // Rank 0 publishes the file under its final name; rename() replaces atomically.
+void write_metadata(hid_t f, const CheckpointMetadata& meta, const CheckpointState& state, const std::string& created) {
+  write_attr(f, "format_version", meta.format_version);
+  write_attr(f, "library_version", meta.library_version);
+  write_attr(f, "model", meta.model);
+  write_attr(f, "layout", meta.layout);
+  write_attr(f, "compressor", meta.compressor);
+  write_attr(f, "compressor_options", meta.compressor_options);
+  write_attr(f, "optimizer", meta.optimizer);
+  write_attr(f, "optimizer_options", meta.optimizer_options);
+  write_attr(f, "dataset", meta.dataset);
+  write_attr(f, "world_size", meta.world_size);
+  write_attr(f, "num_params", meta.num_params);
+  write_attr(f, "batch_size", meta.batch_size);
+  write_attr(f, "seed", meta.seed);
+  write_attr(f, "step", meta.step);
+  write_attr(f, "epoch", meta.epoch);
+  write_attr(f, "samples_in_epoch", meta.samples_in_epoch);
+  write_attr(f, "created", created);
+  write_attr(f, "optimizer_steps", state.optimizer_steps);
+  write_attr(f, "exchange_steps", state.exchange_steps);
+}
+
+// Attributes and datasets into the open file, each dataset between two agreements: a rank whose
+// write failed must not leave the others inside HDF5's next collective call while it waits in
+// the agreement. Marked complete last: a reader accepts only files that are.
+void write_contents(const Communicator& comm, hid_t f, const std::string& tmp, const CheckpointMetadata& meta,
+                    const CheckpointState& state, const HostRows& host, const std::string& created) {
+  const int p = comm.size(), rank = comm.rank();
+  // Closed before the file: a parallel file with open objects does not close.
+  Handle dxpl, replicas, optimizer_group, model, model_state_group;
+  comm.all_or_throw([&] {
+    write_metadata(f, meta, state, created);
+    dxpl = transfer_plist(false);
+    replicas = create_group(f, "/replicas");
+    optimizer_group = create_group(f, "/replicas/optimizer");
+    model = create_group(f, "/model");
+    if (!host.model_state.empty()) model_state_group = create_group(f, "/replicas/model_state");
+  });
+  std::size_t j = 0;
+  auto rows = [&](const std::string& name, const HostFloats& row) {
+    comm.all_or_throw([&] { write_rows(f, name, row, p, rank, dxpl.get(), host.crcs_of(j)); });
+    ++j;
+  };
+  rows("/replicas/params", host.params);
+  for (std::size_t i = 0; i < host.exchange.size(); ++i)
+    rows(exchange_dataset(state.exchange_state[i].name), host.exchange[i]);
+  for (std::size_t i = 0; i < host.optimizer.size(); ++i)
+    rows(optimizer_dataset(state.optimizer_state[i].name), host.optimizer[i]);
+  for (std::size_t i = 0; i < host.model_state.size(); ++i)
+    rows(model_state_dataset(state.model_state[i].name), host.model_state[i]);
+  comm.all_or_throw([&] {
+    write_vector(f, "/model/params", host.averaged, static_cast<std::size_t>(meta.num_params), rank, dxpl.get(),
+                 host.crcs_of(j)[0]);
+    write_named_values(f, "/replicas/scalars", state.scalars, p, rank, dxpl.get(), host.crcs_of(j + 1));
+    write_named_values(f, "/replicas/timers", state.timers, p, rank, dxpl.get(), host.crcs_of(j + 2));
+  });
+  comm.all_or_throw([&] {
+    fault_point("checkpoint-write", meta.step, rank);
+    write_attr(f, "complete", std::int64_t(1));
+    check(H5Fflush(f, H5F_SCOPE_GLOBAL), "cannot flush " + tmp);
+  });
+}
+
+// The file under its temporary name, its space claimed first: a full disk or an exhausted quota is
+// then a clean error here, never a failed write in the middle of HDF5's collective state.
+void write_temporary(const Communicator& comm, const std::string& tmp, const std::string& path,
+                     const CheckpointMetadata& meta, const CheckpointState& state, const HostRows& host,
+                     const std::string& created) {
+  const int rank = comm.rank();
+  comm.all_or_throw([&] {
+    if (rank == 0) reserve_space(tmp, path, host.data_bytes + metadata_allowance(host.per_rank));
+  });
+  Handle file;
+  comm.all_or_throw([&] {
+    Handle fapl = create_fapl(comm);
+    file = Handle(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
+                  "cannot create checkpoint file " + tmp + " (missing directory, no permission or disk full?)");
+  });
+  bool written = false;
+  try {
+    write_contents(comm, file.get(), tmp, meta, state, host, created);
+    written = true;
+    comm.all_or_throw([&] { file.close("cannot close " + tmp + " (disk full?)"); });
+  } catch (const CollectiveError&) {
+    // A write that failed on some ranks leaves their views of the file different, and HDF5's
+    // collective close would then wait forever in mismatched calls: the file is abandoned
+    // instead (see can_finalize()) and its temporary name removed.
+    if (!written) {
+      file.release();
+      finalize_unsafe = true;
+    }
+    if (rank == 0) ::unlink(tmp.c_str());
+    throw;
+  }
+}
+
+// Rank 0 publishes the file under its final name; rename() replaces atomically. Returns its size.
+std::uint64_t publish(const Communicator& comm, const std::string& tmp, const std::string& path) {
   std::uint64_t bytes = 0;
   try {
     comm.all_or_throw([&] {
-      if (rank != 0) return;
+      if (comm.rank() != 0) return;
       // The data must be on disk before the new name is: whatever MPI-IO's flush did, sync here.
       // Truncating to the current size returns what the reservation claimed beyond the end.
       const int data_fd = ::open(tmp.c_str(), O_RDWR | O_CLOEXEC);
@@ -644,6 +654,7 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
         ::unlink(tmp.c_str());
         throw Error("cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
       }
+      const fs::path final_path(path);
       const std::string dir = final_path.parent_path().empty() ? "." : final_path.parent_path().string();
       const int fd = ::open(dir.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd >= 0) {
@@ -658,6 +669,40 @@ std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path
   }
   comm.broadcast(&bytes, 1, 0);
   return bytes;
+}
+
+// HDF5 does not pass on the system's reason for a failed write; a full file system is the usual one.
+IoError write_error(const CollectiveError& e, const std::string& path, std::uint64_t data_bytes) {
+  const fs::path final_path(path);
+  struct statvfs fs_info {};
+  const std::string dir = final_path.parent_path().empty() ? "." : final_path.parent_path().string();
+  std::string reason;
+  const std::string what = e.what();
+  if (what.find(std::strerror(ENOSPC)) == std::string::npos && ::statvfs(dir.c_str(), &fs_info) == 0 &&
+      std::uint64_t(fs_info.f_bavail) * std::uint64_t(fs_info.f_frsize) < data_bytes)
+    reason = " (" + std::string(std::strerror(ENOSPC)) + ": " +
+             megabytes(std::uint64_t(fs_info.f_bavail) * std::uint64_t(fs_info.f_frsize)) + " free)";
+  return IoError(what.find(path) != std::string::npos ? what + reason : "checkpoint " + path + ": " + what + reason,
+                 e.origin_rank());
+}
+
+}  // namespace
+
+std::uint64_t write_checkpoint(const Communicator& comm, const std::string& path, const CheckpointMetadata& meta,
+                               const CheckpointState& state) {
+  impl::silence_hdf5_errors();
+  check_state(comm, meta, state);
+  const fs::path final_path(path);
+  const std::string tmp = (final_path.parent_path() / ("." + final_path.filename().string() + ".tmp")).string();
+  const std::string created = agreed_creation_time(comm, meta);
+  Kokkos::fence();
+  const HostRows host(comm, state, static_cast<std::size_t>(meta.num_params));
+  try {
+    write_temporary(comm, tmp, path, meta, state, host, created);
+  } catch (const CollectiveError& e) {
+    throw write_error(e, path, host.data_bytes);
+  }
+  return publish(comm, tmp, path);
 }
 
 bool can_finalize() noexcept {
@@ -712,41 +757,49 @@ CheckpointMetadata read_checkpoint_metadata(const Communicator& comm, const std:
   return m;
 }
 
+namespace {
+
+// Checks that the file's datasets have the lengths this run's state expects and reads the
+// exchange's and optimizer's step counters (on each rank; the caller makes errors collective).
+void check_and_read_counters(hid_t f, const std::string& path, const CheckpointMetadata& meta, bool same,
+                             CheckpointState& state) {
+  const auto p_old = static_cast<hsize_t>(meta.world_size), n = static_cast<hsize_t>(meta.num_params);
+  auto need = [&](const FloatView& v, const std::string& what) {
+    if (v.extent(0) != n)
+      throw InvalidArgument(path + ": holds " + std::to_string(n) + " parameters, this run's " + what + " has " +
+                            std::to_string(v.extent(0)));
+  };
+  need(state.params, "model");
+  if (state.averaged.extent(0) != 0) need(state.averaged, "averaged model");
+  // Exchange state has the length the method chose (n for a residual); the file must agree.
+  for (const auto& s : state.exchange_state)
+    require_shape(f, exchange_dataset(s.name), {p_old, static_cast<hsize_t>(s.view.extent(0))}, path);
+  for (const auto& s : state.optimizer_state) {
+    need(s.view, s.name);
+    require_shape(f, optimizer_dataset(s.name), {p_old, n}, path);
+  }
+  if (same)
+    for (const auto& s : state.model_state)
+      require_shape(f, model_state_dataset(s.name), {p_old, static_cast<hsize_t>(s.view.extent(0))}, path);
+  state.optimizer_steps = read_int_attr<std::uint64_t>(f, "optimizer_steps", H5T_NATIVE_UINT64, path);
+  state.exchange_steps = read_int_attr<std::uint64_t>(f, "exchange_steps", H5T_NATIVE_UINT64, path);
+  // Not bounded by "step": an elastic restart continues at a step of the new world size.
+  for (const auto& [name, value] : {std::pair<const char*, std::uint64_t>{"optimizer_steps", state.optimizer_steps},
+                                    {"exchange_steps", state.exchange_steps}})
+    if (value > max_counter)
+      throw Error(path + ": attribute \"" + name + "\" = " + std::to_string(value) + " is out of range (at most 2^53)");
+}
+
+}  // namespace
+
 void read_checkpoint(const Communicator& comm, const std::string& path, const CheckpointMetadata& meta,
                      CheckpointState& state) {
   Handle file = open_read_only(comm, path);
-  const auto p_old = static_cast<hsize_t>(meta.world_size), n = static_cast<hsize_t>(meta.num_params);
+  const auto p_old = static_cast<hsize_t>(meta.world_size);
   const int p_new = comm.size(), rank = comm.rank();
   const bool same = static_cast<int>(p_old) == p_new;
   const bool checksums = meta.format_version >= 2;  // format 1 had none
-  comm.all_or_throw([&] {
-    const hid_t f = file.get();
-    auto need = [&](const FloatView& v, const std::string& what) {
-      if (v.extent(0) != n)
-        throw InvalidArgument(path + ": holds " + std::to_string(n) + " parameters, this run's " + what + " has " +
-                              std::to_string(v.extent(0)));
-    };
-    need(state.params, "model");
-    if (state.averaged.extent(0) != 0) need(state.averaged, "averaged model");
-    // Exchange state has the length the method chose (n for a residual); the file must agree.
-    for (const auto& s : state.exchange_state)
-      require_shape(f, exchange_dataset(s.name), {p_old, static_cast<hsize_t>(s.view.extent(0))}, path);
-    for (const auto& s : state.optimizer_state) {
-      need(s.view, s.name);
-      require_shape(f, optimizer_dataset(s.name), {p_old, n}, path);
-    }
-    if (same)
-      for (const auto& s : state.model_state)
-        require_shape(f, model_state_dataset(s.name), {p_old, static_cast<hsize_t>(s.view.extent(0))}, path);
-    state.optimizer_steps = read_int_attr<std::uint64_t>(f, "optimizer_steps", H5T_NATIVE_UINT64, path);
-    state.exchange_steps = read_int_attr<std::uint64_t>(f, "exchange_steps", H5T_NATIVE_UINT64, path);
-    // Not bounded by "step": an elastic restart continues at a step of the new world size.
-    for (const auto& [name, value] : {std::pair<const char*, std::uint64_t>{"optimizer_steps", state.optimizer_steps},
-                                      {"exchange_steps", state.exchange_steps}})
-      if (value > max_counter)
-        throw Error(path + ": attribute \"" + name + "\" = " + std::to_string(value) +
-                    " is out of range (at most 2^53)");
-  });
+  comm.all_or_throw([&] { check_and_read_counters(file.get(), path, meta, same, state); });
 
   comm.all_or_throw([&] {
     const hid_t f = file.get();

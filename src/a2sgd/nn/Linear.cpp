@@ -69,7 +69,6 @@ A2SGD_HOST_CLONES void column_block_sums(const float* dy, Index stride, Index ro
 // A template so that device builds never instantiate the host branch (it calls ISA clones).
 template <bool HostBackend>
 void column_sums_on(const ExecutionSpace& exec, const ConstMatrix& dy, const FloatView& out) {
-  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
   const Index rows = static_cast<Index>(dy.extent(0)), cols = static_cast<Index>(dy.extent(1));
   if constexpr (HostBackend) {
     const Index stride = static_cast<Index>(dy.stride_0());

@@ -15,7 +15,6 @@ GradientClipper::GradientClipper(double max_norm) : m_max_norm(max_norm), m_norm
 }
 
 void GradientClipper::apply(const ExecutionSpace& exec, const FloatView& grads) const {
-  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
   const Index n = static_cast<Index>(grads.extent(0));
   // In double, at memory speed (blocked SIMD partial sums on the host): the norm reads every
   // gradient once per step, as much traffic as the scaling itself.

@@ -105,7 +105,6 @@ void Optimizer::local_direction(const ExecutionSpace& exec, const FloatView& g, 
   if (static_cast<Index>(g.extent(0)) != m_size)
     throw InvalidArgument("optimizer: gradient buffer has " + std::to_string(g.extent(0)) +
                           " values, the optimizer was built for " + std::to_string(m_size));
-  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
   const FloatView m = m_first, s = m_second;
   const auto t = static_cast<double>(++m_steps);
   if (m_config.kind == OptimizerKind::momentum) {

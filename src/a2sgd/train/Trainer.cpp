@@ -14,8 +14,6 @@
 namespace a2sgd::train {
 namespace {
 
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
-
 // (||a - b||^2, ||b||^2) in one pass.
 std::pair<double, double> distance_and_norm(const ExecutionSpace& exec, const FloatView& a, const FloatView& b) {
   double dist = 0.0, norm = 0.0;
@@ -449,6 +447,11 @@ void Trainer::write_summary(std::uint64_t done) {
   bool allgather = false;
   for (const PlannedCollective& c : traffic) allgather = allgather || c.kind == CollectiveKind::allgather;
   rec.add("decode_scales_with_ranks", allgather);
+  // What the method plans per regular step (periodic collectives amortised): a run without a
+  // dense warm-up hands MPI exactly this per step.
+  double planned = 0.0;
+  for (const PlannedCollective& c : traffic) planned += static_cast<double>(c.bytes) / static_cast<double>(c.every);
+  rec.add("planned_bytes_per_step", planned);
   for (const char* spec : {"10:10", "100:1.5"}) {  // GBIT_PER_S:ALPHA_US, as a2sgd-bench --links spells them
     const Link link = Link::parse(spec, 0.0);
     for (int p : {8, 32, 128})
@@ -586,16 +589,10 @@ std::string Trainer::find_resume_file() {
   return {};
 }
 
-void Trainer::resume() {
+// Whether this run may continue the checkpoint: the same model layout, exchange method and
+// optimizer; settings that change the math only where the user allowed it (resume_overrides).
+void Trainer::check_resumable(const io::CheckpointMetadata& meta, const std::string& path) {
   const TrainerConfig& c = m_config;
-  Stopwatch clock;
-  const std::string path = c.resume == "auto" ? find_resume_file() : c.resume;
-  m_resumed_from = path;
-  if (path.empty()) {
-    message("no checkpoint in " + c.checkpoint_dir + ": starting from step 0");
-    return;
-  }
-  const io::CheckpointMetadata meta = io::read_checkpoint_metadata(m_comm, path);
   m_comm.all_or_throw([&] {
     if (meta.num_params != m_store.size() || meta.layout != m_store.describe())
       throw InvalidArgument("checkpoint " + path + " was written for model '" + meta.model + "' (" +
@@ -646,7 +643,11 @@ void Trainer::resume() {
   note(meta.seed != c.seed, "--seed (data order)");
   note(meta.compressor_options != join_options(m_exchange->options()), "the exchange options");
   note(meta.optimizer_options != optimizer_options(c.optimizer), "the optimizer options");
+}
 
+// The checkpoint's state into this run's model, exchange, optimizer, schedule and accounting.
+void Trainer::restore(const io::CheckpointMetadata& meta, const std::string& path) {
+  const TrainerConfig& c = m_config;
   const bool same_world = meta.world_size == m_comm.size();
   io::CheckpointState st = checkpoint_state();
   if (!c.eval_only) st.averaged = FloatView();  // a restart recomputes it when it evaluates
@@ -684,6 +685,21 @@ void Trainer::resume() {
   m_compute_s = scalar("compute_s");
   m_train_s = scalar("train_s");
   m_wall_offset = scalar("wall_s");
+}
+
+void Trainer::resume() {
+  const TrainerConfig& c = m_config;
+  Stopwatch clock;
+  const std::string path = c.resume == "auto" ? find_resume_file() : c.resume;
+  m_resumed_from = path;
+  if (path.empty()) {
+    message("no checkpoint in " + c.checkpoint_dir + ": starting from step 0");
+    return;
+  }
+  const io::CheckpointMetadata meta = io::read_checkpoint_metadata(m_comm, path);
+  check_resumable(meta, path);
+  restore(meta, path);
+  const bool same_world = meta.world_size == m_comm.size();
   const double seconds = clock.seconds();
   emit(Record()
            .add("event", "resume")

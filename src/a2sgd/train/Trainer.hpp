@@ -120,6 +120,8 @@ class Trainer {
   EvalResult evaluate(bool averaged_ready = false);
   void evaluate_split(const std::string& split, const FloatView& params, double& loss, double& accuracy);
   void resume();
+  void check_resumable(const io::CheckpointMetadata& meta, const std::string& path);
+  void restore(const io::CheckpointMetadata& meta, const std::string& path);
   std::string find_resume_file();
   std::string save_checkpoint(std::uint64_t done, bool averaged_ready);
   void stop(std::uint64_t done, bool averaged_ready, bool checkpointed);

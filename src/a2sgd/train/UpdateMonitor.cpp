@@ -6,8 +6,6 @@
 namespace a2sgd::train {
 namespace {
 
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
-
 // Sums over [begin, end) of one tensor: 0 ||dx||^2, 1 ||g_mean||^2, 2 entries with g == 0,
 // 3 of those that moved, 4 ||dx||^2 over them.
 void tensor_sums(const ExecutionSpace& exec, const ConstFloatView& before, const ConstFloatView& after,

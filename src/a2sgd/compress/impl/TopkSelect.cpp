@@ -13,7 +13,6 @@
 namespace a2sgd::compress::impl {
 namespace {
 
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 using Team = Kokkos::TeamPolicy<ExecutionSpace>;
 using Member = Team::member_type;
 using Bins = Kokkos::View<int*, ExecutionSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;

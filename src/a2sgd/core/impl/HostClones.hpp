@@ -38,7 +38,6 @@ A2SGD_HOST_CLONES void simd_block(const Functor f, Index begin, Index end) {
 /// build compiles for SSE2 only); on a device one work item per entry.
 template <class Functor>
 void simd_parallel_for(const std::string& label, const ExecutionSpace& exec, Index begin, Index end, const Functor& f) {
-  using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
   if constexpr (host_backend) {
     constexpr Index block = 4096;
     Kokkos::parallel_for(label, Policy(exec, 0, (end - begin + block - 1) / block), [=](Index b) {

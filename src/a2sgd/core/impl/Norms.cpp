@@ -5,7 +5,6 @@
 namespace a2sgd::detail {
 namespace {
 
-using Policy = Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>;
 constexpr Index block = 4096;
 
 // One block's sum on the host: plain functions over raw pointers, a SIMD reduction with one double

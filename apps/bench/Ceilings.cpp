@@ -1,0 +1,69 @@
+#include "Ceilings.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <type_traits>
+
+namespace a2sgd::bench {
+
+Ceilings measure_ceilings(const Communicator& comm, Index n, int warmup, int repeats) {
+  const auto size = static_cast<std::size_t>(n);
+  FloatView a("a2sgd::bench::ceiling_a", size), b("a2sgd::bench::ceiling_b", size), c("a2sgd::bench::ceiling_c", size);
+  Kokkos::deep_copy(a, 1.0f);
+  Kokkos::deep_copy(b, 2.0f);
+  Kokkos::deep_copy(c, 3.0f);
+  const ExecutionSpace exec;
+  const double values = static_cast<double>(n);
+  Ceilings ceil;
+  double sink = 0.0;
+  const Index items = host_backend ? (n + ReadStreams<true>::block - 1) / ReadStreams<true>::block : n;
+  auto read_gbs = [&](auto functor, double bytes_per_value) {
+    return bytes_per_value * values / 1e9 / time_kernel(comm, warmup, repeats, [&] {
+             double sum = 0.0;
+             Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::bench::ceiling_read"), Policy(exec, 0, items), functor, sum);
+             sink += sum;
+           });
+  };
+  // Each read ceiling: the fastest of its forms.
+  auto fastest_read_gbs = [&](auto two, double bytes_per_value) {
+    double fastest = 0.0;
+    for_each_read_form<decltype(two)::value>(
+        a, b, n, [&](auto functor) { fastest = std::max(fastest, read_gbs(functor, bytes_per_value)); });
+    return fastest;
+  };
+  ceil.read = fastest_read_gbs(std::true_type{}, 8.0);
+  ceil.read_one = fastest_read_gbs(std::false_type{}, 4.0);
+  // The element-wise ceilings run through the library's SIMD loop (per-ISA clones on a host backend),
+  // as A2SGD's apply does.
+  auto elementwise_gbs = [&](double bytes_per_value, const std::string& label, const auto& kernel) {
+    return bytes_per_value * values / 1e9 / time_kernel(comm, warmup, repeats, [&] {
+             impl::simd_parallel_for(label, exec, 0, n, kernel);
+             exec.fence();
+           });
+  };
+  ceil.copy = elementwise_gbs(
+      12.0, A2SGD_LABEL("a2sgd::bench::ceiling_copy"), KOKKOS_LAMBDA(Index i) { b(i) = a(i); });
+  ceil.triad = elementwise_gbs(
+      16.0, A2SGD_LABEL("a2sgd::bench::ceiling_triad"), KOKKOS_LAMBDA(Index i) { a(i) = b(i) + 0.5f * c(i); });
+  ceil.axpy = elementwise_gbs(
+      12.0, A2SGD_LABEL("a2sgd::bench::ceiling_axpy"), KOKKOS_LAMBDA(Index i) { c(i) += 1e-4f * a(i); });
+  // g = a, e = b, x = c: A2SGD's apply without its arithmetic.
+  ceil.rmw = elementwise_gbs(
+      20.0, A2SGD_LABEL("a2sgd::bench::ceiling_rmw"), KOKKOS_LAMBDA(Index i) {
+        const float v = a(i) + b(i);
+        b(i) = 0.5f * v;
+        c(i) -= 1e-4f * v;
+      });
+  if (!std::isfinite(sink)) std::fprintf(stderr, "a2sgd-bench: warning: the read ceiling's sum is not finite\n");
+  return ceil;
+}
+
+std::string phase_figure(const PhaseTraffic& phase, double seconds, const Ceilings& ceil) {
+  if (phase.passes.empty() || seconds <= 0) return "           -";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%5.1f (%3.0f%%)", phase.bytes() / seconds / 1e9,
+                100.0 * ceil.fraction(phase, seconds));
+  return buf;
+}
+
+}  // namespace a2sgd::bench
