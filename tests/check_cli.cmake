@@ -62,7 +62,7 @@ expect(2 "--metrics /nonexistent/dir/m.jsonl: cannot open for writing" ${syn} --
 # the end, on every rank), a checkpoint directory that cannot hold files (exit 2 before training).
 expect(2 "--metrics /dev/full: writing failed \\(No space left on device\\)" ${syn} --metrics /dev/full)
 file(WRITE ${WORKDIR}/cli_not_a_directory "")
-expect(2 "--checkpoint-dir ${WORKDIR}/cli_not_a_directory/ckpt: " ${syn} --checkpoint-dir ${WORKDIR}/cli_not_a_directory/ckpt)
+expect(2 "checkpoint directory ${WORKDIR}/cli_not_a_directory/ckpt: " ${syn} --checkpoint-dir ${WORKDIR}/cli_not_a_directory/ckpt)
 expect(2 "--config /nonexistent.ini: no such file" ${syn} --config /nonexistent.ini)
 # The heap policy comes from the environment and is read before MPI_Init; a bad value on one
 # rank alone (ranks may be started with different environments) still stops every rank.

@@ -9,8 +9,14 @@
 
 #include <cmath>
 #include <map>
+#include <type_traits>
 
 using namespace a2sgd;
+
+// A method's step body runs only inside Exchange::step (checks, accounting): it takes a key that
+// nobody else can make, neither by its constructor nor as an aggregate.
+static_assert(!std::is_default_constructible_v<Exchange::StepKey>);
+static_assert(!std::is_aggregate_v<Exchange::StepKey>);
 using namespace a2sgd::testing;
 
 // Every method in the registry, with its defaults on the MLP: the steps hand MPI exactly what

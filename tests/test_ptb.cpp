@@ -88,7 +88,7 @@ TEST_CASE("bad PTB files are rejected with the file, the line and the problem na
   fs::create_directory(missing / "ptb.test.txt");
   CHECK_THAT(message_of(missing.string()), A2SGD_CONTAINS("ptb.test.txt: is a directory"));
   fs::remove_all(missing);
-  CHECK_THAT(message_of(""), A2SGD_CONTAINS("no PTB directory given"));
+  CHECK_THAT(message_of(""), A2SGD_CONTAINS("no Penn Treebank directory given"));
 }
 
 TEST_CASE("batchify: contiguous rank parts, contiguous columns, the remainder dropped", "[data][ptb]") {
@@ -166,5 +166,5 @@ TEST_CASE("token stream source: full bptt windows per epoch, targets one token a
   CHECK(last.tokens.extent(0) == 2);
   CHECK(source.eval_splits() == std::vector<std::string>{"valid", "test"});
   CHECK_THROWS_WITH(source.eval_batches("train"), A2SGD_CONTAINS("no evaluation split"));
-  CHECK_THROWS_WITH(train::TokenStreamSource(corpus, "toy", 0, 2, 3, 2, 41), A2SGD_CONTAINS("--bptt 41"));
+  CHECK_THROWS_WITH(train::TokenStreamSource(corpus, "toy", 0, 2, 3, 2, 41), A2SGD_CONTAINS("41 time steps per batch"));
 }

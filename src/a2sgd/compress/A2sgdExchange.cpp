@@ -137,7 +137,7 @@ std::vector<std::pair<std::string, std::string>> A2sgdExchange::options() const 
   return o;
 }
 
-void A2sgdExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+void A2sgdExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                             StepStats& stats) {
   const double p = static_cast<double>(comm().size());
   if (steps() < m_options.warmup_steps) {

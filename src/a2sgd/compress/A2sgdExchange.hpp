@@ -108,7 +108,8 @@ class A2sgdExchange final : public Exchange {
   }
 
  protected:
-  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+               StepStats& stats) override;
 
  private:
   std::int64_t compress(const FloatView& grad, Optimizer& opt, StepStats& stats);

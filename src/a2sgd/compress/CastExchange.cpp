@@ -210,7 +210,7 @@ CastExchange::CastExchange(const Communicator& comm, Index n, HalfFormat format,
   }
 }
 
-void CastExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+void CastExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                            StepStats& stats) {
   Stopwatch clock;
   const auto wire = m_wire;

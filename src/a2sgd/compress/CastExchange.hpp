@@ -28,9 +28,10 @@ class CastExchange final : public Exchange {
   }
   std::vector<std::pair<std::string, std::string>> options() const override { return {}; }
 
-  /// The step's body (call step()); public only because CUDA requires the function enclosing
-  /// a device lambda to be accessible.
-  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+  /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
+  /// function enclosing a device lambda to be accessible.
+  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+               StepStats& stats) override;
 
  private:
   using Wire = Kokkos::View<std::uint16_t*, MemorySpace>;

@@ -11,7 +11,7 @@ std::vector<std::pair<std::string, std::string>> DenseExchange::options() const 
   return {};
 }
 
-void DenseExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+void DenseExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                             StepStats& stats) {
   allreduce_sum(grad, stats);
   // Dividing by p happens inside the optimizer kernel: one pass instead of two.

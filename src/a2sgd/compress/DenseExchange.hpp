@@ -20,7 +20,8 @@ class DenseExchange final : public Exchange {
   std::vector<std::pair<std::string, std::string>> options() const override;
 
  protected:
-  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+               StepStats& stats) override;
 };
 
 }  // namespace a2sgd

@@ -127,7 +127,7 @@ EfSignExchange::EfSignExchange(const Communicator& comm, Index n, const CommonEx
       m_all("a2sgd::compress::efsign_all", static_cast<std::size_t>(payload_words() * comm.size())),
       m_l1("a2sgd::compress::efsign_l1") {}
 
-void EfSignExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+void EfSignExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                              StepStats& stats) {
   Stopwatch clock;
   const Index n = size();

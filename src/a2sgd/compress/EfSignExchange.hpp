@@ -25,9 +25,10 @@ class EfSignExchange final : public Exchange {
   /// 32-bit words per rank in the payload: one for the scale, ceil(n / 32) for the signs.
   Index payload_words() const noexcept { return 1 + (size() + 31) / 32; }
 
-  /// The step's body (call step()); public only because CUDA requires the function enclosing
-  /// a device lambda to be accessible.
-  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+  /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
+  /// function enclosing a device lambda to be accessible.
+  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+               StepStats& stats) override;
 
  private:
   FloatView m_residual;

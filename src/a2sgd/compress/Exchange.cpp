@@ -45,7 +45,7 @@ void Exchange::step(const FloatView& params, const FloatView& grad, Optimizer& o
   // The caller's kernels on this instance may still run: finish them outside our clocks.
   m_exec.fence();
   StepStats stats;
-  do_step(params, grad, opt, lr, stats);
+  do_step(StepKey(), params, grad, opt, lr, stats);
   m_stats.last_step = stats;
   m_stats.total += stats;
   ++m_stats.steps;

@@ -1,6 +1,6 @@
 #pragma once
 /// @file Exchange.hpp
-/// The interface every gradient-exchange method implements (dense, A2SGD, and later Top-K,
+/// The interface every gradient-exchange method implements (dense, A2SGD, Top-K,
 /// QSGD, PowerSGD, ...). A method owns its per-rank state, talks to MPI through a Communicator
 /// (any number of rounds, fixed or variable payloads) and applies the optimizer itself, so it
 /// can fuse decoding with the update.
@@ -31,6 +31,14 @@ struct CommonExchangeOptions {
 /// otherwise every rank throws CollectiveError.
 class Exchange {
  public:
+  /// The permission to run a step's body, made by step() alone. nvcc requires the function that
+  /// encloses a device lambda to be public, so some methods' do_step() is public; taking a key
+  /// that nobody else can make, it still cannot be called around step().
+  class StepKey {
+    friend class Exchange;
+    StepKey() {}  // user-provided, so that StepKey{} is not an aggregate a caller could make
+  };
+
   virtual ~Exchange() = default;
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
@@ -77,8 +85,11 @@ class Exchange {
   Exchange(const Communicator& comm, Index n, const ExecutionSpace& exec, const CommonExchangeOptions& common,
            const std::string& signature);
 
-  /// The method's step; add costs to `stats` (zeroed by the caller).
-  virtual void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) = 0;
+  /// The method's step; add costs to `stats` (zeroed by the caller). Only step() can call it: it
+  /// alone makes a StepKey, so an override that has to be public stays behind step()'s checks and
+  /// accounting.
+  virtual void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+                       StepStats& stats) = 0;
 
   /// In-place sum over ranks of a float buffer, staged through the host when MPI cannot read it.
   void allreduce_sum(const FloatView& data, StepStats& stats);

@@ -122,7 +122,7 @@ std::vector<NamedView> PowerSgdExchange::state() const {
   return s;
 }
 
-void PowerSgdExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+void PowerSgdExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                                StepStats& stats) {
   Stopwatch clock;
   const Index r = m_options.rank;

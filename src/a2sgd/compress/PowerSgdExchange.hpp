@@ -56,9 +56,10 @@ class PowerSgdExchange final : public Exchange {
   Index p_payload() const noexcept { return static_cast<Index>(m_p.extent(0)); }
   Index q_payload() const noexcept { return static_cast<Index>(m_q.extent(0)); }
 
-  /// The step's body (call step()); public only because CUDA requires the function enclosing
-  /// a device lambda to be accessible.
-  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+  /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
+  /// function enclosing a device lambda to be accessible.
+  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+               StepStats& stats) override;
 
  private:
   static std::string signature(const std::vector<TensorInfo>& layout, const PowerSgdOptions& options);

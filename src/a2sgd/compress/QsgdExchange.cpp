@@ -199,7 +199,7 @@ std::vector<std::pair<std::string, std::string>> QsgdExchange::options() const {
           {"seed", std::to_string(m_options.seed)}};
 }
 
-void QsgdExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+void QsgdExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                            StepStats& stats) {
   Stopwatch clock;
   const Index n = size();

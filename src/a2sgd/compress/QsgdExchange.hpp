@@ -38,9 +38,10 @@ class QsgdExchange final : public Exchange {
   /// ceil(log2(s + 1)) + 1; throws InvalidArgument outside 1 <= s < 2^24.
   static int bits_for_levels(std::int64_t levels);
 
-  /// The step's body (call step()); public only because CUDA requires the function enclosing
-  /// a device lambda to be accessible.
-  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+  /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
+  /// function enclosing a device lambda to be accessible.
+  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+               StepStats& stats) override;
 
  private:
   QsgdOptions m_options;

@@ -54,7 +54,7 @@ std::vector<Index> RandomkExchange::indices(std::uint64_t step) const {
   return out;
 }
 
-void RandomkExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+void RandomkExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                               StepStats& stats) {
   Stopwatch clock;
   // a = g + e everywhere (the residual keeps it); this step's k indices, the same on every rank,

@@ -36,9 +36,10 @@ class RandomkExchange final : public Exchange {
   /// The k distinct indices of step `step` (ascending), identical on every rank.
   std::vector<Index> indices(std::uint64_t step) const;
 
-  /// The step's body (call step()); public only because CUDA requires the function enclosing
-  /// a device lambda to be accessible.
-  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+  /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
+  /// function enclosing a device lambda to be accessible.
+  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+               StepStats& stats) override;
 
  private:
   RandomkOptions m_options;

@@ -56,7 +56,7 @@ std::vector<std::pair<std::string, std::string>> TopkExchange::options() const {
   return {{"ratio", std::to_string(m_options.ratio)}, {"k", std::to_string(m_k)}};
 }
 
-void TopkExchange::do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+void TopkExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                            StepStats& stats) {
   Stopwatch clock;
   // e <- a = g + e, then the k largest |a| into the payload and out of the residual.

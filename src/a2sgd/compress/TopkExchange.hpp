@@ -45,9 +45,10 @@ class TopkExchange final : public Exchange {
       const ExecutionSpace& exec, const ConstFloatView& a, Index k,
       compress::impl::TopkSelector::Algorithm algorithm = compress::impl::TopkSelector::Algorithm::automatic);
 
-  /// The step's body (call step()); public only because CUDA requires the function enclosing
-  /// a device lambda to be accessible.
-  void do_step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) override;
+  /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
+  /// function enclosing a device lambda to be accessible.
+  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+               StepStats& stats) override;
 
  private:
   TopkOptions m_options;

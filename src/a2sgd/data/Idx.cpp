@@ -221,7 +221,7 @@ DatasetPair load_idx_dataset(const std::string& directory, const std::string& na
   if (::stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw InvalidArgument("data directory " + directory +
                           " does not exist (for Fashion-MNIST: apt-get install "
-                          "dataset-fashion-mnist, or pass --data-dir)");
+                          "dataset-fashion-mnist, or give the directory that holds it)");
   DatasetPair pair{load_split(directory, "train", name + "-train", num_classes),
                    load_split(directory, "t10k", name + "-test", num_classes)};
   if (pair.train.features() != pair.test.features())

@@ -78,7 +78,7 @@ std::vector<Token> read_known(const std::string& path, const Vocabulary& vocab) 
 }  // namespace
 
 TokenCorpus load_ptb(const std::string& directory) {
-  if (directory.empty()) throw InvalidArgument("no PTB directory given (--data-dir or A2SGD_DATA_DIR)");
+  if (directory.empty()) throw InvalidArgument("no Penn Treebank directory given");
   const std::filesystem::path dir(directory);
   TokenCorpus corpus;
   Vocabulary& vocab = corpus.vocab;

@@ -16,7 +16,7 @@ ClassificationSource::ClassificationSource(data::DatasetPair data, int rank, int
   if (batch < 1 || eval_batch < 1) throw InvalidArgument("batch sizes must be positive");
   m_steps_per_epoch = static_cast<std::uint64_t>(m_sampler.shard_size() / batch);
   if (m_steps_per_epoch == 0)
-    throw InvalidArgument("--batch-size " + std::to_string(batch) + " exceeds the " +
+    throw InvalidArgument("batch size " + std::to_string(batch) + " exceeds the " +
                           std::to_string(m_sampler.shard_size()) + " training samples of each rank (" +
                           std::to_string(m_data.train.size()) + " over " + std::to_string(world) + " ranks)");
   m_order = data::IndexView("a2sgd::train::order", static_cast<std::size_t>(m_sampler.shard_size()));

@@ -22,12 +22,12 @@ TokenStreamSource::TokenStreamSource(const data::TokenCorpus& corpus, std::strin
                                      Index batch, Index eval_batch, Index bptt)
     : m_name(std::move(name)), m_batch(batch), m_eval_batch(eval_batch), m_bptt(bptt) {
   if (batch < 1 || eval_batch < 1 || bptt < 1)
-    throw InvalidArgument("batch columns, evaluation columns and --bptt must be positive");
+    throw InvalidArgument("batch columns, evaluation columns and time steps per batch must be positive");
   m_train = to_device(corpus.train, rank, world, batch, "training");
   const auto length = static_cast<Index>(m_train.extent(0));
   m_steps_per_epoch = static_cast<std::uint64_t>((length - 1) / bptt);
   if (m_steps_per_epoch == 0)
-    throw InvalidArgument("--bptt " + std::to_string(bptt) + ": each of the " + std::to_string(batch) +
+    throw InvalidArgument(std::to_string(bptt) + " time steps per batch: each of the " + std::to_string(batch) +
                           " training columns of a rank holds only " + std::to_string(length) +
                           " tokens (fewer ranks, columns or time steps)");
   m_eval["valid"] = to_device(corpus.valid, rank, world, eval_batch, "validation");

@@ -56,9 +56,10 @@ std::uint64_t counter(double v, const char* name, const std::string& path) {
 void require_writable_directory(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw InvalidArgument("--checkpoint-dir " + dir + ": " + ec.message());
+  if (ec) throw InvalidArgument("checkpoint directory " + dir + ": " + ec.message());
   const std::filesystem::path probe = std::filesystem::path(dir) / ".a2sgd-write-probe";
-  if (!std::ofstream(probe).good()) throw InvalidArgument("--checkpoint-dir " + dir + ": cannot create files there");
+  if (!std::ofstream(probe).good())
+    throw InvalidArgument("checkpoint directory " + dir + ": cannot create files there");
   std::filesystem::remove(probe, ec);
 }
 
@@ -221,7 +222,7 @@ void Trainer::stop(std::uint64_t done, bool averaged_ready, bool checkpointed) {
         checkpointed ? io::checkpoint_path(m_config.checkpoint_dir, done) : save_checkpoint(done, averaged_ready);
   else
     warn("stopped by signal " + std::to_string(m_stop->signal_number()) +
-         " without --checkpoint-dir: the progress of this run is not saved");
+         " without a checkpoint directory: the progress of this run is not saved");
   emit(Record()
            .add("event", "stopped")
            .add("step", done)
@@ -452,9 +453,8 @@ void Trainer::write_summary(std::uint64_t done) {
   double planned = 0.0;
   for (const PlannedCollective& c : traffic) planned += static_cast<double>(c.bytes) / static_cast<double>(c.every);
   rec.add("planned_bytes_per_step", planned);
-  for (const char* spec : {"10:10", "100:1.5"}) {  // GBIT_PER_S:ALPHA_US, as a2sgd-bench --links spells them
-    const Link link = Link::parse(spec, 0.0);
-    for (int p : {8, 32, 128})
+  for (const Link& link : m_config.projection_links) {
+    for (int p : m_config.projection_ranks)
       rec.add("modelled_comm_s_p" + std::to_string(p) + "_" + std::to_string(std::lround(link.gbit_per_s())) + "gbps",
               step_comm_seconds(traffic, p, link));
   }
@@ -600,12 +600,12 @@ void Trainer::check_resumable(const io::CheckpointMetadata& meta, const std::str
                             "' (" + std::to_string(m_store.size()) + " parameters)");
     if (meta.compressor != m_exchange->name())
       throw InvalidArgument("checkpoint " + path + " holds the state of compressor '" + meta.compressor +
-                            "'; this run uses '" + m_exchange->name() + "' (--compressor " + meta.compressor +
-                            " to continue it)");
+                            "'; this run uses '" + m_exchange->name() + "' (exchange method '" + meta.compressor +
+                            "' continues it)");
     if (meta.optimizer != to_string(c.optimizer.kind))
       throw InvalidArgument("checkpoint " + path + " holds the state of optimizer '" + meta.optimizer +
-                            "'; this run uses '" + to_string(c.optimizer.kind) + "' (--optimizer " + meta.optimizer +
-                            " to continue it)");
+                            "'; this run uses '" + to_string(c.optimizer.kind) + "' (optimizer '" + meta.optimizer +
+                            "' continues it)");
   });
   // Settings that change the math: an error unless the user said the change is wanted.
   m_comm.all_or_throw([&] {
@@ -614,11 +614,11 @@ void Trainer::check_resumable(const io::CheckpointMetadata& meta, const std::str
       if (!differs) return;
       if (std::find(c.resume_overrides.begin(), c.resume_overrides.end(), key) != c.resume_overrides.end()) {
         warn(what + " differs from the checkpoint's ('" + theirs + "' there, '" + ours +
-             "' here): continuing with this run's, as --resume-override " + key + " allows");
+             "' here): continuing with this run's, as the resume override '" + key + "' allows");
         return;
       }
       throw InvalidArgument("checkpoint " + path + " was written with " + what + " '" + theirs + "'; this run has '" +
-                            ours + "' (--resume-override " + key + " continues with this run's)");
+                            ours + "' (the resume override '" + key + "' continues with this run's)");
     };
     require(meta.model != m_model.describe(), "model", "model", meta.model, m_model.describe());
     require(meta.dataset != m_data.name(), "dataset", "dataset", meta.dataset, m_data.name());
@@ -640,7 +640,7 @@ void Trainer::check_resumable(const io::CheckpointMetadata& meta, const std::str
   auto note = [&](bool differs, const std::string& what) {
     if (differs) warn(what + " differs from the checkpoint's; continuing with this run's");
   };
-  note(meta.seed != c.seed, "--seed (data order)");
+  note(meta.seed != c.seed, "the seed (data order)");
   note(meta.compressor_options != join_options(m_exchange->options()), "the exchange options");
   note(meta.optimizer_options != optimizer_options(c.optimizer), "the optimizer options");
 }

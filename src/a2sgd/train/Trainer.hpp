@@ -64,6 +64,11 @@ struct TrainerConfig {
   /// A link to model this run's exchange on (alpha-beta, at this run's rank count): the summary
   /// then has modelled_comm_s_per_step for it, next to the measured comm_s_per_step.
   std::optional<Link> model_link;
+  /// The clusters the summary projects this run's exchange onto: modelled_comm_s_p<P>_<G>gbps for
+  /// every link and rank count here. By default the two networks of the paper's comparison
+  /// (10 Gb/s with 10 us latency, 100 Gb/s with 1.5 us) at 8, 32 and 128 ranks.
+  std::vector<Link> projection_links = {Link{10e-6, 10e9 / 8, true}, Link{1.5e-6, 100e9 / 8, true}};
+  std::vector<int> projection_ranks = {8, 32, 128};
 };
 
 /// One split's evaluation (identical on every rank).
