@@ -50,13 +50,23 @@ MODELS = {
 }
 
 
-def group_rows(directory, model):
+def group_rows(directory, model, dense_reference=None):
     m = MODELS[model]
     runs = {}
     for name in sorted(os.listdir(directory)):
         if name.endswith(".jsonl"):
             evals, summary, warnings, diverged = load_run(os.path.join(directory, name))
             runs[name[:-len(".jsonl")]] = dict(evals=evals, summary=summary, warnings=warnings, diverged=diverged)
+    if "dense" not in runs and dense_reference and runs:
+        # A longer dense run with the same settings: its trajectory up to this group's horizon is the
+        # one a dense run of this length would have taken (same seeds, same data order, and a
+        # schedule that depends only on the evaluations before).
+        horizon = max(r["evals"][-1]["step"] for r in runs.values() if r["evals"])
+        evals, summary, warnings, diverged = load_run(dense_reference)
+        evals = [e for e in evals if e["step"] <= horizon]
+        if summary and evals and evals[-1]["step"] == horizon:
+            summary = dict(summary, steps=horizon)
+            runs["dense"] = dict(evals=evals, summary=summary, warnings=warnings, diverged=None)
     dense = runs.get("dense")
     if not dense or not dense["evals"]:
         return None, None, {}
@@ -75,10 +85,13 @@ def group_rows(directory, model):
         row["steps_to_target"] = m["reach"](ev, m["key"] + "_averaged", target)
         row["steps_to_target_replica"] = m["reach"](ev, m["key"], target)
         if s:
-            row.update(steps=s["steps"], bytes_per_step=s["bytes_per_step"], step_ms=1e3 * s["step_time_s"],
+            # The amortised figure of the method's plan (a period of averaging counted in full) where
+            # the metrics have it; else what the run sent over its steps.
+            per_step = s.get("planned_bytes_per_step") or s["bytes_per_step"]
+            row.update(steps=s["steps"], bytes_per_step=per_step, step_ms=1e3 * s["step_time_s"],
                        ranks=s["world_size"])
             if dense_bytes:
-                row["traffic_vs_dense"] = s["bytes_per_step"] / dense_bytes
+                row["traffic_vs_dense"] = per_step / dense_bytes
         rows[config] = row
     dense_steps = rows["dense"]["steps_to_target"]
     for row in rows.values():
@@ -131,7 +144,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="the study's --out directory")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--dense", action="append", default=[], metavar="GROUP=RUN.jsonl",
+                    help="a group without its own dense run takes a longer dense run's evaluations up to the "
+                         "group's horizon (e.g. lstm_p2_sgd=results/convergence/lstm_p2_sgd/dense.jsonl)")
     args = ap.parse_args()
+    references = {}
+    for d in args.dense:
+        group, sep, path = d.partition("=")
+        if not sep or not os.path.isfile(path):
+            sys.exit(f"convergence_report.py: error: --dense {d}: expected GROUP=an existing metrics file")
+        references[group] = path
     if not os.path.isdir(args.dir):
         sys.exit(f"convergence_report.py: error: {args.dir} is not a directory")
     md = ["# A2SGD convergence study", ""]
@@ -142,7 +164,7 @@ def main():
         if model not in MODELS:
             continue
         m = MODELS[model]
-        target, dense_final, rows = group_rows(os.path.join(args.dir, group), model)
+        target, dense_final, rows = group_rows(os.path.join(args.dir, group), model, references.get(group))
         if target is None:
             print(f"convergence_report.py: warning: {group}: no finished dense run; skipped", file=sys.stderr)
             continue
