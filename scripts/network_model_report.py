@@ -133,7 +133,7 @@ def main():
                    max_error_methods_large=max(meth_big) if meth_big else None)
         results.append(res)
 
-        md += [f"## {nodes} nodes, {label}{'' if links == 1 else f', {links} TCP connections per pair'}", "",
+        md += [f"## {nodes} nodes, {label}, {links} TCP connection(s) per pair", "",
                f"Fitted to the ping-pong: alpha {res['alpha_us']:.1f} us, bandwidth {gbps:.3f} Gbit/s "
                f"({first['bytes_per_s'] / 1e6:.1f} MB/s), {'full' if res['full_duplex'] else 'half'} duplex "
                f"(simultaneous exchange against the ping-pong). Largest model error: "

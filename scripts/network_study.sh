@@ -6,11 +6,12 @@
 # gradient; then scripts/network_model_report.py tabulates the model's error and draws the plots.
 #
 # Usage (root): scripts/network_study.sh [options]
-#   --out DIR          results (default results/network): netbench_p<N>_<rate>.csv and .log
+#   --out DIR          results (default results/network): netbench_p<N>_<rate>_links<K>.csv and .log
 #   --build DIR        build tree with apps/netbench/a2sgd-netbench (default build)
 #   --nodes "N ..."    node counts (default "2 4")
 #   --rates "R ..."    link rates, tc syntax or none (default "100mbit 1gbit none")
-#   --tcp-links K      TCP connections per pair of ranks (default 1, Open MPI's own)
+#   --tcp-links K      TCP connections per pair of ranks (default 1, Open MPI's own; the results
+#                      are named ..._links<K>)
 #   --seconds S        time per size and operation (default 1)
 #   --max-bytes B      largest message (default 67108864)
 #   --no-report        only measure
@@ -54,7 +55,7 @@ status=0
 for n in $nodes; do
   for rate in $rates; do
     tag=p${n}_${rate}
-    [[ $links -ne 1 ]] && tag=${tag}_links$links
+    tag=${tag}_links$links
     echo "== $n nodes, rate $rate, $links TCP connection(s) per pair" >&2
     "$cluster" down --name $name > /dev/null 2>&1
     "$cluster" up "$n" --rate "$rate" --name $name > /dev/null || exit $?

@@ -27,7 +27,7 @@
 #                      OUT (same --ranks) x the step time measured over the network, next to the
 #                      alpha-beta model's (scripts/network_report.py; docs/network.md)
 #   --timing-steps S   steps per timed run with --network (default 200)
-#   --tcp-links K      TCP connections per pair of ranks with --network (default 1)
+#   --tcp-links K      TCP connections per pair of ranks with --network (default 1, Open MPI's own; docs/network.md)
 # Runs: dense_sgd a2sgd_sgd a2sgd-pure_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-pure_adam
 #       topk_adam qsgd_adam; on request a2sgd-frozen_adam. a2sgd: the language model's defaults
 #       (layer-wise means, held zero gradients, replicas averaged every 200 steps: 0.5% of dense's

@@ -1,7 +1,7 @@
 # Sourced by scripts that time training runs over an emulated cluster (paper_experiment.sh
 # --network, compare_methods.sh with A2SGD_COMPARE_NETWORK; docs/network.md):
 #
-#   a2sgd_net_begin RATE NODES DIR BUILD [TCP_LINKS]
+#   a2sgd_net_begin RATE NODES DIR BUILD [TCP_LINKS (default 1)]
 #       brings up NODES emulated nodes with links of RATE (a2sgd-cluster up), measures the link
 #       with a2sgd-netbench (ping-pong and simultaneous exchange: DIR/netbench.csv, .log) and
 #       writes the fitted link as a2sgd-train's --model-link value to DIR/link.txt; the cluster
