@@ -40,7 +40,7 @@ def split_name(name):
     return (method, optimizer) if method else (name, "default")
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("full", help="directory of the full runs on one node")
     ap.add_argument("net", help="directory of the runs timed across emulated nodes")
@@ -48,19 +48,21 @@ def main():
     ap.add_argument("--target", action="append", default=[],
                     help="X for every optimizer or OPTIMIZER=X (repeatable); default: from dense's final")
     args = ap.parse_args()
-    stated = {}
+    args.stated = {}
     for t in args.target:
         key, _, value = t.rpartition("=")
         try:
-            stated[key or "*"] = float(value)
+            args.stated[key or "*"] = float(value)
         except ValueError:
             sys.exit(f"network_report.py: error: --target {t}: not a number")
+    return args
+
+
+def load_groups(args):
+    """{optimizer: {method: dict(net=summary of the timed run, full=the full run or None, name)}}."""
     names = sorted(n[:-6] for n in os.listdir(args.net) if n.endswith(".jsonl"))
     if not names:
         sys.exit(f"network_report.py: error: no timed runs (*.jsonl) in {args.net}")
-    link = open(os.path.join(args.net, "link.txt")).read().strip() if os.path.exists(
-        os.path.join(args.net, "link.txt")) else "?"
-
     groups = {}
     for name in names:
         method, optimizer = split_name(name)
@@ -68,7 +70,90 @@ def main():
         path = find_full(args.full, name)
         full = load_run(path) if path else None
         groups.setdefault(optimizer, {})[method] = dict(net=net_summary, full=full, name=name)
+    return groups
 
+
+def choose_target(args, optimizer, runs, model, key):
+    """The target and the rule that gave it, or (None, None) without a stated one or a dense run."""
+    target = args.stated.get(optimizer, args.stated.get("*"))
+    if target is not None:
+        return target, "stated"
+    dense = runs.get("dense", {}).get("full")
+    if dense and dense[0]:
+        final = dense[0][-1][key]
+        return (1.1 * final, "dense's final x 1.1") if model == "lstm" else (final - 0.01, "dense's final - 0.01")
+    return None, None
+
+
+def method_row(r, reach, key, target):
+    """One run's step times over the network, steps to the target and times to it."""
+    s = r["net"]
+    row = dict(run=r["name"])
+    steps = reach(r["full"][0], key, target) if r["full"] else None
+    row["steps_to_target"] = steps
+    row["full_run"] = r["full"] is not None
+    if s:
+        other = s["compute_s_per_step"] + s["compress_s_per_step"] + s["optimizer_s_per_step"]
+        row.update(step_s=s["step_time_s"], comm_s=s["comm_s_per_step"], other_s=other,
+                   bytes_per_step=s["bytes_per_step"], ranks=s["world_size"],
+                   modelled_comm_s=s.get("modelled_comm_s_per_step"))
+        if row["modelled_comm_s"] is not None:
+            row["modelled_step_s"] = other + row["modelled_comm_s"]
+        if steps is not None:
+            row["measured_s"] = steps * s["step_time_s"]
+            if "modelled_step_s" in row:
+                row["modelled_s"] = steps * row["modelled_step_s"]
+    return row
+
+
+def ratios_of(rows):
+    """Every A2SGD run against dense, Top-K and QSGD: how many times faster to the target."""
+    ratios = {}
+    for a in sorted(m for m in rows if m.startswith("a2sgd")):
+        for b in ("dense", "topk", "qsgd"):
+            if b not in rows:
+                continue
+            entry = {}
+            for kind in ("measured_s", "modelled_s"):
+                ta, tb = rows[a].get(kind), rows[b].get(kind)
+                entry[kind] = tb / ta if ta and tb else None
+            entry["unreached"] = [m for m in (a, b) if rows[m].get("steps_to_target") is None]
+            ratios[f"{a}:{b}"] = entry
+    return ratios
+
+
+def group_markdown(optimizer, model, target, rule, rows, ratios):
+    unit = "validation perplexity" if model == "lstm" else "test accuracy"
+    md = [f"## {optimizer}: target {unit} {target:.4g} ({rule})", "",
+          "| run | steps to target (full run) | ms per step over the network (comm) | modelled ms per step "
+          "(comm) | bytes per step | time to target, measured | modelled |", "|---|---|---|---|---|---|---|"]
+    f = lambda v, spec: "-" if v is None else format(v, spec)
+    for method in sorted(rows, key=lambda m: (m != "dense", m)):
+        r = rows[method]
+        st = "no full run" if not r["full_run"] else f(r["steps_to_target"], ".0f") if r[
+            "steps_to_target"] is not None else "not reached"
+        md.append(f"| {r['run']} | {st} | {f(1e3 * r['step_s'] if 'step_s' in r else None, '.1f')} "
+                  f"({f(1e3 * r['comm_s'] if 'comm_s' in r else None, '.1f')}) | "
+                  f"{f(1e3 * r['modelled_step_s'] if 'modelled_step_s' in r else None, '.1f')} "
+                  f"({f(1e3 * r['modelled_comm_s'] if r.get('modelled_comm_s') is not None else None, '.1f')}) | "
+                  f"{f(r.get('bytes_per_step'), ',.0f')} | {f(r.get('measured_s'), '.0f')} s | "
+                  f"{f(r.get('modelled_s'), '.0f')} s |")
+    md += ["", "| ratio (times faster to the target) | measured | modelled | the paper |", "|---|---|---|---|"]
+    for name, e in ratios.items():
+        a, b = name.split(":")
+        why = "not reached by " + " and ".join(e["unreached"]) if e["unreached"] else "-"
+        md.append(f"| {a} : {b} | {why if e['measured_s'] is None else format(e['measured_s'], '.2f') + 'x'} | "
+                  f"{why if e['modelled_s'] is None else format(e['modelled_s'], '.2f') + 'x'} | "
+                  f"{str(PAPER_RATIOS[b]) + 'x' if b in PAPER_RATIOS else '-'} |")
+    md.append("")
+    return md
+
+
+def main():
+    args = parse_args()
+    link_file = os.path.join(args.net, "link.txt")
+    link = open(link_file).read().strip() if os.path.exists(link_file) else "?"
+    groups = load_groups(args)
     md = [f"# Time to target over the emulated network ({os.path.basename(os.path.normpath(args.net))})", "",
           f"Link fitted by a2sgd-netbench: {link} (GBIT_PER_S:ALPHA_US[:half]).", ""]
     out = {}
@@ -77,71 +162,15 @@ def main():
                                else "mlp")
         key = "valid_perplexity_averaged" if model == "lstm" else "test_accuracy_averaged"
         reach = steps_to_target if model == "lstm" else steps_to_accuracy
-        dense = runs.get("dense", {}).get("full")
-        target = stated.get(optimizer, stated.get("*"))
-        rule = "stated"
-        if target is None and dense and dense[0]:
-            final = dense[0][-1][key]
-            target, rule = (1.1 * final, "dense's final x 1.1") if model == "lstm" else (final - 0.01,
-                                                                                          "dense's final - 0.01")
+        target, rule = choose_target(args, optimizer, runs, model, key)
         if target is None:
             print(f"network_report.py: warning: {optimizer}: no full dense run and no --target; skipped",
                   file=sys.stderr)
             continue
-        rows = {}
-        for method, r in runs.items():
-            s = r["net"]
-            row = dict(run=r["name"])
-            steps = reach(r["full"][0], key, target) if r["full"] else None
-            row["steps_to_target"] = steps
-            row["full_run"] = r["full"] is not None
-            if s:
-                other = s["compute_s_per_step"] + s["compress_s_per_step"] + s["optimizer_s_per_step"]
-                row.update(step_s=s["step_time_s"], comm_s=s["comm_s_per_step"], other_s=other,
-                           bytes_per_step=s["bytes_per_step"], ranks=s["world_size"],
-                           modelled_comm_s=s.get("modelled_comm_s_per_step"))
-                if row["modelled_comm_s"] is not None:
-                    row["modelled_step_s"] = other + row["modelled_comm_s"]
-                if steps is not None:
-                    row["measured_s"] = steps * s["step_time_s"]
-                    if "modelled_step_s" in row:
-                        row["modelled_s"] = steps * row["modelled_step_s"]
-            rows[method] = row
-        ratios = {}
-        for a in sorted(m for m in rows if m.startswith("a2sgd")):
-            for b in ("dense", "topk", "qsgd"):
-                if b not in rows:
-                    continue
-                entry = {}
-                for kind in ("measured_s", "modelled_s"):
-                    ta, tb = rows[a].get(kind), rows[b].get(kind)
-                    entry[kind] = tb / ta if ta and tb else None
-                entry["unreached"] = [m for m in (a, b) if rows[m].get("steps_to_target") is None]
-                ratios[f"{a}:{b}"] = entry
+        rows = {method: method_row(r, reach, key, target) for method, r in runs.items()}
+        ratios = ratios_of(rows)
         out[optimizer] = dict(target=target, target_rule=rule, link=link, runs=rows, ratios=ratios)
-        unit = "validation perplexity" if model == "lstm" else "test accuracy"
-        md += [f"## {optimizer}: target {unit} {target:.4g} ({rule})", "",
-               "| run | steps to target (full run) | ms per step over the network (comm) | modelled ms per step "
-               "(comm) | bytes per step | time to target, measured | modelled |", "|---|---|---|---|---|---|---|"]
-        f = lambda v, spec: "-" if v is None else format(v, spec)
-        for method in sorted(rows, key=lambda m: (m != "dense", m)):
-            r = rows[method]
-            st = "no full run" if not r["full_run"] else f(r["steps_to_target"], ".0f") if r[
-                "steps_to_target"] is not None else "not reached"
-            md.append(f"| {r['run']} | {st} | {f(1e3 * r['step_s'] if 'step_s' in r else None, '.1f')} "
-                      f"({f(1e3 * r['comm_s'] if 'comm_s' in r else None, '.1f')}) | "
-                      f"{f(1e3 * r['modelled_step_s'] if 'modelled_step_s' in r else None, '.1f')} "
-                      f"({f(1e3 * r['modelled_comm_s'] if r.get('modelled_comm_s') is not None else None, '.1f')}) | "
-                      f"{f(r.get('bytes_per_step'), ',.0f')} | {f(r.get('measured_s'), '.0f')} s | "
-                      f"{f(r.get('modelled_s'), '.0f')} s |")
-        md += ["", "| ratio (times faster to the target) | measured | modelled | the paper |", "|---|---|---|---|"]
-        for name, e in ratios.items():
-            a, b = name.split(":")
-            why = "not reached by " + " and ".join(e["unreached"]) if e["unreached"] else "-"
-            md.append(f"| {a} : {b} | {why if e['measured_s'] is None else format(e['measured_s'], '.2f') + 'x'} | "
-                      f"{why if e['modelled_s'] is None else format(e['modelled_s'], '.2f') + 'x'} | "
-                      f"{str(PAPER_RATIOS[b]) + 'x' if b in PAPER_RATIOS else '-'} |")
-        md.append("")
+        md += group_markdown(optimizer, model, target, rule, rows, ratios)
     with open(os.path.join(args.net, "report.json"), "w") as fh:
         json.dump(out, fh, indent=1)
     with open(os.path.join(args.net, "report.md"), "w") as fh:

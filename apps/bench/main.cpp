@@ -13,6 +13,7 @@
 #include "Ceilings.hpp"
 #include "CoreClock.hpp"
 #include "CsvRows.hpp"
+#include "HostTransfers.hpp"
 #include "TwoMeansStudy.hpp"
 
 #include <a2sgd/a2sgd.hpp>
@@ -45,6 +46,7 @@ struct Measured {
   std::string method;
   double compress_s = 0, comm_s = 0, apply_s = 0, step_s = 0;
   std::uint64_t bytes = 0, messages = 0, planned_bytes = 0;
+  std::uint64_t to_host = 0, fences = 0;  // per step, the most of any timed step on any rank
   std::vector<PlannedCollective> traffic;
   KernelTraffic touched;
 };
@@ -104,14 +106,19 @@ Measured measure(const BenchConfig& c, const std::string& method, Index n, const
   std::vector<double> compress, communicate, apply, step;
   Measured m;
   m.method = method;
+  apps::HostTransferCounter transfers;
   for (int r = 0; r < c.warmup + c.repeats; ++r) {
     Kokkos::deep_copy(g, g0);
     Kokkos::fence();
     comm.barrier();
+    transfers.start();
     Stopwatch clock;
     ex->step(x, g, sgd, 1e-4);
     const double total = clock.seconds();
+    const apps::HostTransfers t = transfers.stop();
     if (r < c.warmup) continue;
+    m.to_host = std::max(m.to_host, t.to_host);
+    m.fences = std::max(m.fences, t.fences);
     const StepStats& s = ex->stats().last_step;
     compress.push_back(s.compress_s);
     communicate.push_back(s.comm_s);
@@ -124,6 +131,8 @@ Measured measure(const BenchConfig& c, const std::string& method, Index n, const
   m.comm_s = slowest(comm, median(communicate));
   m.apply_s = slowest(comm, median(apply));
   m.step_s = slowest(comm, median(step));
+  comm.allreduce(&m.to_host, 1, MPI_MAX);
+  comm.allreduce(&m.fences, 1, MPI_MAX);
   m.traffic = ex->step_traffic();
   for (const auto& t : m.traffic) m.planned_bytes += t.bytes;
   m.touched = exchange_method(method).kernel_traffic(static_cast<double>(n), static_cast<double>(m.bytes), comm.size());
@@ -230,10 +239,10 @@ void report_ceilings(const Communicator& comm, Index n, CsvRows& rows) {
     std::printf(
         "\nn = %lld values (%s per buffer); ceilings in GB/s, write-allocate counted: read two streams %.1f, "
         "copy %.1f, triad %.1f, axpy %.1f, read-modify-write (3 streams) %.1f\n"
-        "%-9s %11s %9s %11s %9s %10s %4s %17s %17s\n",
+        "%-9s %11s %9s %11s %9s %10s %4s %17s %17s %10s %6s\n",
         static_cast<long long>(n), human(4.0 * values).c_str(), ceil.read, ceil.copy, ceil.triad, ceil.axpy, ceil.rmw,
         "method", "compress ms", "comm ms", "decode+apply", "step ms", "bytes/rank", "msgs", "compress GB/s (%)",
-        "apply GB/s (%)");
+        "apply GB/s (%)", "to host", "fences");
 }
 
 // Every method's step at n values; false in `bytes_ok` when a method sent other than it plans.
@@ -244,18 +253,21 @@ std::vector<Measured> measure_methods(const Communicator& comm, const BenchConfi
     Measured m = measure(c, method, n, g0, comm);
     bytes_ok = bytes_ok && m.bytes == m.planned_bytes;
     if (comm.rank() == 0)
-      std::printf("%-9s %11.3f %9.3f %11.3f %10.3f %10s %4llu %17s %17s%s\n", method.c_str(), 1e3 * m.compress_s,
-                  1e3 * m.comm_s, 1e3 * m.apply_s, 1e3 * m.step_s, human(double(m.bytes)).c_str(),
+      std::printf("%-9s %11.3f %9.3f %11.3f %10.3f %10s %4llu %17s %17s %10llu %6llu%s\n", method.c_str(),
+                  1e3 * m.compress_s, 1e3 * m.comm_s, 1e3 * m.apply_s, 1e3 * m.step_s, human(double(m.bytes)).c_str(),
                   static_cast<unsigned long long>(m.messages),
                   phase_figure(m.touched.compress, m.compress_s, rows.ceilings()).c_str(),
                   phase_figure(m.touched.apply, m.apply_s, rows.ceilings()).c_str(),
+                  static_cast<unsigned long long>(m.to_host), static_cast<unsigned long long>(m.fences),
                   m.bytes == m.planned_bytes ? "" : "  BYTES DIFFER FROM docs/methods.md");
     rows.row("measured", method, n, comm.size(), 0, 0, m.compress_s, m.comm_s, m.apply_s, m.step_s, double(m.bytes),
              double(m.messages), m.touched);
     results.push_back(std::move(m));
   }
   if (comm.rank() == 0)
-    std::printf("(%%: the time the phase's passes would take at the ceilings of their access patterns)\n");
+    std::printf(
+        "(%%: the time the phase's passes would take at the ceilings of their access patterns; to host: device-to-host "
+        "copies per step, the host round trips; fences: per step; both the most of any timed step on any rank)\n");
   return results;
 }
 
