@@ -6,7 +6,7 @@
 # Usage: scripts/gpu/deps-kit.sh DEST
 # Layout: DEST/ompi/usr/...  Open MPI in Debian's own layout (relocated at run time by OPAL_PREFIX,
 #                            PMIx by PMIX_INSTALL_PREFIX)
-#         DEST/hdf5/{include,lib}  DEST/boost/{include,lib}  DEST/catch2/{include,lib/cmake}
+#         DEST/hdf5/{include,lib}  DEST/boost/{include,lib/<arch>}  DEST/catch2/{include,lib}
 #         DEST/zlib/{include,lib}  DEST/lib (the libraries the above load, found with ldd)
 set -euo pipefail
 dest=${1:?usage: deps-kit.sh DEST}
@@ -53,16 +53,21 @@ rm -f "$dest/ompi$pmix/lib"/*.a
 # Parallel HDF5 (C), Boost.Program_options (the headers it includes, found by the compiler),
 # Catch2 2.x, zlib; each in a plain prefix that CMake's finders take as a root.
 copy /usr/include/hdf5/openmpi/. "$dest/hdf5/include"
-copy "$lib/hdf5/openmpi"/libhdf5.so* "$lib"/libhdf5_openmpi.so* "$dest/hdf5/lib"
+copy "$lib"/libhdf5_openmpi.so* "$dest/hdf5/lib"
+# Debian's hdf5/openmpi/libhdf5.so points two levels up; in the kit the library sits beside it.
+ln -sf libhdf5_openmpi.so "$dest/hdf5/lib/libhdf5.so"
 for h in $(echo '#include <boost/program_options.hpp>' | g++ -std=c++17 -M -x c++ - | tr ' \\' '\n\n' | grep '^/usr/include/boost/'); do
   mkdir -p "$dest/boost/include/$(dirname "${h#/usr/include/}")"
   cp "$h" "$dest/boost/include/${h#/usr/include/}"
 done
-copy "$lib"/libboost_program_options.so* "$dest/boost/lib"
+# Boost's CMake files find the headers three levels above their folder and the library one level
+# above: kept in Debian's lib/<arch>/cmake layout, they find boost/include and boost/lib/<arch>.
+copy "$lib"/libboost_program_options.so* "$dest/boost/lib/$arch"
 copy "$lib/cmake/Boost-"* "$lib/cmake/boost_program_options-"* "$lib/cmake/boost_headers-"* "$lib/cmake/BoostDetectToolset-"* \
-  "$dest/boost/lib/cmake"
+  "$dest/boost/lib/$arch/cmake"
 copy /usr/include/catch2 "$dest/catch2/include"
 copy /usr/lib/cmake/Catch2 "$dest/catch2/lib/cmake"
+[[ -f /usr/lib/libCatch2WithMain.a ]] && copy /usr/lib/libCatch2WithMain.a "$dest/catch2/lib"  # its CMake targets name it
 copy /usr/include/zlib.h /usr/include/zconf.h "$dest/zlib/include" 2> /dev/null ||
   { copy /usr/include/zlib.h "$dest/zlib/include"; copy "/usr/include/$arch/zconf.h" "$dest/zlib/include"; }
 copy "$lib"/libz.so* "$dest/zlib/lib"
@@ -99,10 +104,10 @@ kit_arch=$(ls "$kit_deps/ompi/usr/lib")
 export OPAL_PREFIX=$kit_deps/ompi/usr
 export PMIX_INSTALL_PREFIX=$kit_deps/ompi/usr/lib/$kit_arch/pmix2
 export PATH=$kit_deps/ompi/usr/bin:$PATH
-export LD_LIBRARY_PATH=$kit_deps/ompi/usr/lib/$kit_arch:$kit_deps/ompi/usr/lib/$kit_arch/openmpi/lib:$PMIX_INSTALL_PREFIX/lib:$kit_deps/hdf5/lib:$kit_deps/boost/lib:$kit_deps/zlib/lib:$kit_deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$kit_deps/ompi/usr/lib/$kit_arch:$kit_deps/ompi/usr/lib/$kit_arch/openmpi/lib:$PMIX_INSTALL_PREFIX/lib:$kit_deps/hdf5/lib:$kit_deps/boost/lib/$kit_arch:$kit_deps/zlib/lib:$kit_deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 kit_cmake_args=(-DMPI_CXX_COMPILER="$kit_deps/ompi/usr/bin/mpicxx" -DMPI_C_COMPILER="$kit_deps/ompi/usr/bin/mpicc"
   -DMPIEXEC_EXECUTABLE="$kit_deps/ompi/usr/bin/mpiexec" -DHDF5_ROOT="$kit_deps/hdf5" -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON
-  -DBoost_DIR="$(ls -d "$kit_deps"/boost/lib/cmake/Boost-*)" -DBoost_NO_SYSTEM_PATHS=ON
+  -DBoost_DIR="$(ls -d "$kit_deps"/boost/lib/$kit_arch/cmake/Boost-*)" -DBoost_NO_SYSTEM_PATHS=ON
   -DCatch2_DIR="$kit_deps/catch2/lib/cmake/Catch2" -DZLIB_ROOT="$kit_deps/zlib")
 EOF
 echo "deps-kit.sh: $(du -sh "$dest" | cut -f1) in $dest"

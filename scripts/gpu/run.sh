@@ -80,21 +80,35 @@ export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_pml=ob1
 [[ $backend == cuda ]] && export PATH=/usr/local/cuda/bin:$PATH
 
 failed=0
-# stage NAME LIMIT_S command...: runs it under a time box, its output in NAME.log.
+# stage NAME LIMIT_S FUNCTION: runs it under a time box, its output in NAME.log. The function runs
+# in a process group of its own (job control), so that the time box ends every process it started.
 stage() {
-  local name=$1 limit=$2 rc t0
+  local name=$1 limit=$2 rc t0 pid watcher flag="$out/.$1.timed-out"
   shift 2
   t0=$(date +%s)
+  rm -f "$flag"
   echo "== $name (at most $limit s)" >&2
-  timeout --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1
+  set -m
+  ("$@") > "$out/$name.log" 2>&1 &
+  pid=$!
+  set +m
+  (sleep "$limit" && touch "$flag" && kill -TERM -- "-$pid" 2> /dev/null && sleep 10 && kill -KILL -- "-$pid" 2> /dev/null) &
+  watcher=$!
+  wait "$pid"
   rc=$?
-  local took=$(( $(date +%s) - t0 ))
-  if [[ $rc -eq 0 ]]; then
+  kill "$watcher" 2> /dev/null
+  wait "$watcher" 2> /dev/null
+  local took=$(($(date +%s) - t0))
+  if [[ -f $flag ]]; then
+    rm -f "$flag"
+    note "$name: TIMED OUT after $took s (limit $limit s)"
+    failed=1
+    rc=124
+  elif [[ $rc -eq 0 ]]; then
     note "$name: passed in $took s"
-  elif [[ $rc -eq 124 || $rc -eq 137 ]]; then
-    note "$name: TIMED OUT after $took s (limit $limit s)"; failed=1
   else
-    note "$name: FAILED (exit $rc) after $took s; last lines:"; tail -n 15 "$out/$name.log" | sed 's/^/    /' | tee -a "$summary" > /dev/null
+    note "$name: FAILED (exit $rc) after $took s; last lines:"
+    tail -n 15 "$out/$name.log" | sed 's/^/    /' | tee -a "$summary" > /dev/null
     failed=1
   fi
   return $rc
