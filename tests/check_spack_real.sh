@@ -26,7 +26,11 @@ rm -rf "$work" && mkdir -p "$work"/{user,cache,opt,stage} || fail "cannot create
 export SPACK_USER_CONFIG_PATH=$work/user SPACK_USER_CACHE_PATH=$work/cache SPACK_DISABLE_LOCAL_CONFIG=1
 export SPACK_PYTHON=${SPACK_PYTHON:-/usr/bin/python3}
 [[ -n ${A2SGD_SPACK_PYTHONPATH:-} ]] && export PYTHONPATH=$A2SGD_SPACK_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}
-spack() { "$A2SGD_SPACK_ROOT/bin/spack" "$@"; }
+# SPACK_DISABLE_LOCAL_CONFIG keeps ~/.spack and /etc/spack out, but it also drops the user scope:
+# the test's configuration is a scope of its own on every command line (-C), the highest in
+# precedence, so that the commands that write configuration (compiler find, repo add) write there
+# and never into the Spack checkout.
+spack() { "$A2SGD_SPACK_ROOT/bin/spack" -C "$work/user" "$@"; }
 # "step NAME COMMAND...": runs it with its output in $work/NAME.log and its time in the summary.
 summary=()
 step() {
