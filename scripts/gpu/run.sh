@@ -121,7 +121,10 @@ do_build() {
   else
     require=-DA2SGD_REQUIRE_OPENMP=ON
   fi
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" \
+  # Ninja where there is one (the device image has ninja and may lack make).
+  local generator=()
+  command -v ninja > /dev/null && generator=(-G Ninja)
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" \
     -DCMAKE_PREFIX_PATH="$kit_tree/kokkos" -DKokkos_ROOT="$kit_tree/kokkos" $require "${kit_cmake_args[@]}" &&
     grep -E '^(MPIEXEC_EXECUTABLE|HDF5_C_INCLUDE_DIR|Boost_DIR|Kokkos_DIR|CMAKE_CXX_COMPILER):' "$build/CMakeCache.txt" &&
     cmake --build "$build" --parallel "$jobs"
