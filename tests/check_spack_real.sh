@@ -23,14 +23,15 @@ command -v dpkg-query > /dev/null || { echo "check_spack_real: skipped: the exte
 fail() { echo "check_spack_real: FAIL: $*" >&2; exit 1; }
 
 rm -rf "$work" && mkdir -p "$work"/{user,cache,opt,stage} || fail "cannot create $work"
-export SPACK_USER_CONFIG_PATH=$work/user SPACK_USER_CACHE_PATH=$work/cache SPACK_DISABLE_LOCAL_CONFIG=1
+# The user scope is the test's own folder (what compiler find and repo add write goes there), and
+# the system scope an empty one, so that neither ~/.spack nor /etc/spack takes part.
+# (SPACK_DISABLE_LOCAL_CONFIG would drop the user scope too: the externals would be ignored and the
+# writes would land in the Spack checkout's site scope.)
+mkdir -p "$work/system" || fail "cannot create $work/system"
+export SPACK_USER_CONFIG_PATH=$work/user SPACK_USER_CACHE_PATH=$work/cache SPACK_SYSTEM_CONFIG_PATH=$work/system
 export SPACK_PYTHON=${SPACK_PYTHON:-/usr/bin/python3}
 [[ -n ${A2SGD_SPACK_PYTHONPATH:-} ]] && export PYTHONPATH=$A2SGD_SPACK_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}
-# SPACK_DISABLE_LOCAL_CONFIG keeps ~/.spack and /etc/spack out, but it also drops the user scope:
-# the test's configuration is a scope of its own on every command line (-C), the highest in
-# precedence, so that the commands that write configuration (compiler find, repo add) write there
-# and never into the Spack checkout.
-spack() { "$A2SGD_SPACK_ROOT/bin/spack" -C "$work/user" "$@"; }
+spack() { "$A2SGD_SPACK_ROOT/bin/spack" "$@"; }
 # "step NAME COMMAND...": runs it with its output in $work/NAME.log and its time in the summary.
 summary=()
 step() {
@@ -44,6 +45,11 @@ step() {
   return $rc
 }
 version() { dpkg-query -W -f='${Version}' "$1" 2> /dev/null | sed 's/^[0-9]*://; s/[-+~].*//'; }
+# Debian's Kokkos comes with Trilinos, whose package version (13.2.0) is not Kokkos's: Kokkos's own
+# is in its configuration header (30401: 3.4.01), and Trilinos ships the Kokkos Kernels of the same.
+kokkos_version=$(awk '/#define KOKKOS_VERSION / {v = $3; printf "%d.%d.%02d", v / 10000, (v / 100) % 100, v % 100}' \
+  /usr/include/trilinos/KokkosCore_config.h 2> /dev/null)
+[[ -n $kokkos_version ]] || fail "no KOKKOS_VERSION in /usr/include/trilinos/KokkosCore_config.h"
 
 cat > "$work/user/config.yaml" << EOF
 config:
@@ -63,10 +69,10 @@ packages:
       zlib-api: [zlib]
   kokkos:
     buildable: false
-    externals: [{spec: "kokkos@$(version libtrilinos-kokkos-dev) +serial+pic+shared~openmp~cuda~rocm", prefix: /usr}]
+    externals: [{spec: "kokkos@$kokkos_version +serial+pic+shared~openmp~cuda~rocm", prefix: /usr}]
   kokkos-kernels:
     buildable: false
-    externals: [{spec: "kokkos-kernels@$(version libtrilinos-kokkos-kernels-dev) +serial+blas+shared", prefix: /usr}]
+    externals: [{spec: "kokkos-kernels@$kokkos_version +serial+blas+shared", prefix: /usr}]
   openmpi:
     buildable: false
     externals: [{spec: "openmpi@$(version libopenmpi-dev)", prefix: /usr}]
