@@ -174,8 +174,11 @@ struct ApplyBlocked {
   }
 };
 
+// A template, so that a device build, which never takes the host branch that uses it, does not
+// compile (and warn about) an unreferenced operator().
+template <class View>
 struct CountNonFinite {
-  ConstFloatView g;
+  View g;
   float scale;
   KOKKOS_INLINE_FUNCTION void operator()(Index i, std::int64_t& count) const {
     count += detail::non_finite(scale * g(i));
@@ -201,7 +204,7 @@ std::int64_t Optimizer::apply(const ExecutionSpace& exec, const FloatView& param
                               Blocked{grad, scale, rule, m_size}, poison);
       if (poison != 0.0f)  // NaN (or an infinity's NaN): count what was applied
         Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::optim::count_non_finite"), Range(exec, 0, m_size),
-                                CountNonFinite{grad, scale}, non_finite);
+                                CountNonFinite<ConstFloatView>{grad, scale}, non_finite);
     } else {
       Kokkos::parallel_reduce(A2SGD_LABEL("a2sgd::optim::apply"), Range(exec, 0, m_size),
                               optim::impl::ApplyScaled<Rule>{grad, scale, rule}, non_finite);
