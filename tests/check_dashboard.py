@@ -8,7 +8,10 @@ coverage (and, where valgrind exists, memcheck of its 1-rank run), and the check
 Configure.xml, Build.xml, Test.xml and Coverage.xml arrive, parse, and say what happened: the
 test ran and passed, the library's own sources have covered lines.
 
-Usage: check_dashboard.py <source dir> <work dir> [ctest]
+Usage: check_dashboard.py <source dir> <work dir> [ctest] [launcher flags]
+(the outer build's MPIEXEC_PREFLAGS as one space-separated word: where it allows Open MPI to run as
+root, as the Spack recipe's does, the dashboard's own build, which has the default flags, gets the
+same permission through Open MPI's environment variables)
 """
 import hashlib
 import http.server
@@ -62,6 +65,8 @@ url = f"http://127.0.0.1:{server.server_address[1]}/submit.php?project=a2sgd"
 
 memcheck = shutil.which("valgrind") is not None
 env = dict(os.environ, A2SGD_CDASH_SUBMIT_URL=url)
+if len(sys.argv) > 4 and "--allow-run-as-root" in sys.argv[4].split():
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 command = [CTEST, "-S", os.path.join(SOURCE, "cmake", "ctest", "dashboard.cmake"), "-VV",
            f"-DDASHBOARD_SOURCE_DIR={SOURCE}", f"-DDASHBOARD_BINARY_DIR={os.path.join(WORK, 'build')}",
            "-DCTEST_SITE=a2sgd-test", "-DCTEST_BUILD_NAME=dashboard-check",
