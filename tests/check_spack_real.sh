@@ -22,7 +22,7 @@ src=$(cd "$1" && pwd) work=$2
 command -v dpkg-query > /dev/null || { echo "check_spack_real: skipped: the externals come from Debian's packages"; exit 77; }
 fail() { echo "check_spack_real: FAIL: $*" >&2; exit 1; }
 
-rm -rf "$work" && mkdir -p "$work"/{user,cache,opt,stage} || fail "cannot create $work"
+rm -rf "$work" && mkdir -p "$work"/{user,cache,opt,stage,sources} || fail "cannot create $work"
 # The user scope is the test's own folder (what compiler find and repo add write goes there), and
 # the system scope an empty one, so that neither ~/.spack nor /etc/spack takes part.
 # (SPACK_DISABLE_LOCAL_CONFIG would drop the user scope too: the externals would be ignored and the
@@ -56,6 +56,7 @@ config:
   install_tree:
     root: $work/opt
   build_stage: [$work/stage]
+  source_cache: $work/sources
   build_jobs: $(nproc)
 EOF
 # Debian's packages as externals that Spack may not build (nothing can be fetched here).
