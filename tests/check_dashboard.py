@@ -72,7 +72,7 @@ command = [CTEST, "-S", os.path.join(SOURCE, "cmake", "ctest", "dashboard.cmake"
            "-DCTEST_SITE=a2sgd-test", "-DCTEST_BUILD_NAME=dashboard-check",
            "-DDASHBOARD_CONFIGURE_OPTIONS=-DA2SGD_ENABLE_APPS=OFF;-DA2SGD_TEST_RANKS=1;"
            "-DA2SGD_PORTABILITY_BLAS_CORES=;-DA2SGD_ENABLE_HOST_CLONES=OFF",
-           "-DDASHBOARD_BUILD_TARGET=test_two_means", "-DDASHBOARD_TEST_INCLUDE=^test_two_means_np1$",
+           "-DDASHBOARD_BUILD_TARGET=test_a2sgd_exchange", "-DDASHBOARD_TEST_INCLUDE=^test_a2sgd_exchange_np1$",
            "-DDASHBOARD_COVERAGE=ON", f"-DDASHBOARD_MEMCHECK={'ON' if memcheck else 'OFF'}"]
 run = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 server.shutdown()
@@ -101,19 +101,19 @@ if "Build.xml" in parts and parts["Build.xml"].findall(".//Error"):
     failures.append("Build.xml reports build errors")
 if "Test.xml" in parts:
     tests = {t.findtext("Name"): t.get("Status") for t in parts["Test.xml"].iter("Test") if t.get("Status")}
-    if tests != {"test_two_means_np1": "passed"}:
-        failures.append(f"Test.xml: expected test_two_means_np1 passed, got {tests}")
+    if tests != {"test_a2sgd_exchange_np1": "passed"}:
+        failures.append(f"Test.xml: expected test_a2sgd_exchange_np1 passed, got {tests}")
 if "Coverage.xml" in parts:
     covered = {f.get("FullPath"): int(f.findtext("LOCTested") or 0) for f in parts["Coverage.xml"].iter("File")}
-    ours = {p: n for p, n in covered.items() if p and "a2sgd/compress/TwoMeans.cpp" in p}
+    ours = {p: n for p, n in covered.items() if p and "a2sgd/compress/A2sgdExchange.cpp" in p}
     if not ours or max(ours.values()) == 0:
-        failures.append(f"Coverage.xml has no covered line of src/a2sgd/compress/TwoMeans.cpp ({len(covered)} files)")
+        failures.append(f"Coverage.xml has no covered line of src/a2sgd/compress/A2sgdExchange.cpp ({len(covered)} files)")
     if any("/tests/" in p for p in covered if p):
         failures.append("Coverage.xml counts the tests' own sources")
 if memcheck and "DynamicAnalysis.xml" in parts:
     names = [t.findtext("Name") for t in parts["DynamicAnalysis.xml"].iter("Test")]
-    if "test_two_means_np1" not in names:
-        failures.append(f"DynamicAnalysis.xml does not list the memcheck of test_two_means_np1: {names}")
+    if "test_a2sgd_exchange_np1" not in names:
+        failures.append(f"DynamicAnalysis.xml does not list the memcheck of test_a2sgd_exchange_np1: {names}")
 
 for message in failures:
     print("FAIL:", message)

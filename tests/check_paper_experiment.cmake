@@ -10,7 +10,7 @@ endif()
 set(out ${WORKDIR}/paper_experiment)
 file(REMOVE_RECURSE ${out})
 set(env ${CMAKE_COMMAND} -E env MPIEXEC=${MPIEXEC} "MPIEXEC_FLAGS=${PREFLAGS}" PYTHON=${PYTHON})
-execute_process(COMMAND ${env} bash ${SCRIPT} --out ${out} --build ${BUILD} --steps 4 --eval-every 2
+execute_process(COMMAND ${env} bash ${SCRIPT} --out ${out} --build ${BUILD} --steps 4 --eval-every 4
                         -- --data-dir ${DATA} --hidden 32 --bptt 20 --batch-size 10 --eval-batch 20
                 RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr)
 if(NOT rc EQUAL 0)
