@@ -100,18 +100,30 @@ packages:
     externals: [{spec: "openblas@$(version libopenblas0-serial)", prefix: /usr}]
 EOF
 if [[ -n ${A2SGD_CUDA_KOKKOS_ROOT:-} ]]; then
-  kv=$(sed -n 's/.*set(Kokkos_VERSION "\{0,1\}\([0-9.]*\).*/\1/p' "$A2SGD_CUDA_KOKKOS_ROOT"/lib*/cmake/Kokkos/KokkosConfigVersion.cmake | head -n 1)
+  # Spack spells Kokkos versions X.Y.ZZ (4.6.01); Kokkos's header says 40601, Kokkos Kernels'
+  # CMake version file 4.6.2. A static prefix (the GPU kit's) is ~shared~pic, so a2sgd ~shared.
+  kv=$(awk '/#define KOKKOS_VERSION / {v = $3; printf "%d.%d.%02d", v / 10000, (v / 100) % 100, v % 100}' \
+    "$A2SGD_CUDA_KOKKOS_ROOT"/include/KokkosCore_config.h 2> /dev/null)
+  kkv=$(sed -n 's/^set(PACKAGE_VERSION "\([0-9]*\)\.\([0-9]*\)\.\([0-9]*\)")/\1 \2 \3/p' \
+    "$A2SGD_CUDA_KOKKOS_ROOT"/lib*/cmake/KokkosKernels/KokkosKernelsConfigVersion.cmake | head -n 1)
+  [[ -n $kv && -n $kkv ]] || fail "A2SGD_CUDA_KOKKOS_ROOT: no Kokkos and Kokkos Kernels versions in $A2SGD_CUDA_KOKKOS_ROOT"
+  # shellcheck disable=SC2086
+  kkv=$(printf "%d.%d.%02d" $kkv)
+  cuda_shared="~shared~pic"
+  ls "$A2SGD_CUDA_KOKKOS_ROOT"/lib*/libkokkoscore.so > /dev/null 2>&1 && cuda_shared="+shared+pic"
   cat >> "$work/user/packages.yaml" << EOF
   # A CUDA Kokkos for the +cuda concretization only (not built against here).
   cuda:
     buildable: false
     externals: [{spec: "cuda@$(/usr/local/cuda/bin/nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')", prefix: /usr/local/cuda}]
 EOF
-  python3 - "$work/user/packages.yaml" "$A2SGD_CUDA_KOKKOS_ROOT" "$kv" << 'PY'
+  python3 - "$work/user/packages.yaml" "$A2SGD_CUDA_KOKKOS_ROOT" "$kv" "$kkv" "$cuda_shared" << 'PY'
 import sys
-path, prefix, version = sys.argv[1:]
+path, prefix, kv, kkv, shared = sys.argv[1:]
+kernels_shared = shared.replace("~pic", "").replace("+pic", "")
 text = open(path).read()
-for name, variants in (("kokkos", "+serial+cuda+cuda_lambda~openmp cuda_arch=90"), ("kokkos-kernels", "+cuda+cublas cuda_arch=90")):
+for name, version, variants in (("kokkos", kv, f"+serial+cuda+cuda_lambda~openmp{shared} cuda_arch=90"),
+                                ("kokkos-kernels", kkv, f"+cuda+cublas{kernels_shared} cuda_arch=90")):
     key = f"  {name}:\n    buildable: false\n    externals: ["
     text = text.replace(key, key + f'{{spec: "{name}@{version} {variants}", prefix: {prefix}}}, ', 1)
 open(path, "w").write(text)
@@ -128,7 +140,10 @@ if step spec_openmp spack spec a2sgd+openmp; then
 fi
 grep -qi "kokkos" "$work/spec_openmp.log" || fail "a2sgd+openmp was refused without naming kokkos"
 if [[ -n ${A2SGD_CUDA_KOKKOS_ROOT:-} ]]; then
-  step spec_cuda spack spec a2sgd+cuda cuda_arch=90 || fail "a2sgd+cuda cuda_arch=90 did not concretize"
+  shared_variant=$([[ $cuda_shared == ~* ]] && echo "~shared" || echo "+shared")
+  step spec_cuda spack spec a2sgd+cuda cuda_arch=90 "$shared_variant" ||
+    fail "a2sgd+cuda cuda_arch=90 $shared_variant did not concretize: $(tail -n 20 "$work/spec_cuda.log")"
+  grep -q "kokkos@$kv.*+cuda" "$work/spec_cuda.log" || fail "a2sgd+cuda did not take the CUDA Kokkos external"
 fi
 step install spack install a2sgd || fail "spack install a2sgd: $(tail -n 30 "$work/install.log")"
 step load_run bash -c "eval \"\$('$A2SGD_SPACK_ROOT/bin/spack' load --sh a2sgd)\" && a2sgd-train --version &&
