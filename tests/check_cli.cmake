@@ -120,6 +120,17 @@ if(NOT EXISTS ${WORKDIR}/cli_out/metrics.jsonl)
 endif()
 message(STATUS "ok: --config with override")
 
+# The learning rate follows the optimizer where none is given: Adam's own rate, not SGD's.
+file(REMOVE_RECURSE ${WORKDIR}/cli_adam)
+execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} ${syn} --optimizer adam --steps 1 --eval-every 0
+                        --output-dir ${WORKDIR}/cli_adam --quiet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+file(READ ${WORKDIR}/cli_adam/config.ini ini)
+if(NOT rc EQUAL 0 OR NOT ini MATCHES "\nlr = 0.001\n")
+  message(FATAL_ERROR "--optimizer adam without --lr: exit code ${rc}, expected 0 and lr = 0.001:\n${ini}${out}${err}")
+endif()
+message(STATUS "ok: --optimizer adam takes Adam's default rate")
+
 # The divergence monitor: a threshold below any A2SGD replica divergence fires at the first
 # evaluation. Every rank warns; the metrics record it; --stop-on-divergence makes it exit 3.
 foreach(stop ON OFF)
