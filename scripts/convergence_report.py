@@ -65,7 +65,8 @@ def group_rows(directory, model, dense_reference=None):
         evals, summary, warnings, diverged = load_run(dense_reference)
         evals = [e for e in evals if e["step"] <= horizon]
         if summary and evals and evals[-1]["step"] == horizon:
-            summary = dict(summary, steps=horizon)
+            # Its per-step traffic holds for the prefix; its whole-run total does not.
+            summary = dict(summary, steps=horizon, total_comm_bytes=None)
             runs["dense"] = dict(evals=evals, summary=summary, warnings=warnings, diverged=None)
     dense = runs.get("dense")
     if not dense or not dense["evals"]:
@@ -85,9 +86,11 @@ def group_rows(directory, model, dense_reference=None):
         row["steps_to_target"] = m["reach"](ev, m["key"] + "_averaged", target)
         row["steps_to_target_replica"] = m["reach"](ev, m["key"], target)
         if s:
-            # The amortised figure of the method's plan (a period of averaging counted in full) where
-            # the metrics have it; else what the run sent over its steps.
-            per_step = s.get("planned_bytes_per_step") or s["bytes_per_step"]
+            # What the run sent over its steps: exchange steps, warm-up, periodic averaging and the
+            # final average (total_comm_bytes; older metrics have only the steps' bytes_per_step).
+            # Not the plan's figure (planned_bytes_per_step), which leaves the warm-up out.
+            total = s.get("total_comm_bytes")
+            per_step = total / s["steps"] if total is not None and s.get("steps") else s["bytes_per_step"]
             row.update(steps=s["steps"], bytes_per_step=per_step, step_ms=1e3 * s["step_time_s"],
                        ranks=s["world_size"])
             if dense_bytes:
