@@ -15,7 +15,8 @@
 #   --steps N          training steps per run (default 2000)
 #   --eval-every N     steps between evaluations (default 250)
 #   --sgd-lr X         SGD learning rate (default 20, the standard recipe on the mean token loss)
-#   --adam-lr X        Adam learning rate (default 0.002)
+#   --adam-lr X        Adam learning rate of every run (default: a2sgd-train's, 0.002, and 0.003 for
+#                      the A2SGD runs, docs/convergence.md)
 #   --frozen-warmup W  dense warm-up steps of frozen-variance Adam (default 10% of --steps)
 #   --runs "a b ..."   a subset of the run names below (default: all)
 #   --target X         target validation perplexity (default: dense's final value x 1.1, per optimizer)
@@ -46,7 +47,7 @@ ranks=2
 steps=2000
 eval_every=250
 sgd_lr=20
-adam_lr=0.002
+adam_lr=
 frozen_warmup=
 runs="dense_sgd a2sgd_sgd a2sgd-pure_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-pure_adam topk_adam qsgd_adam"
 target=
@@ -101,7 +102,7 @@ run_options() {
   esac
   case "$optimizer" in
     sgd) o+=(--optimizer sgd --lr "$sgd_lr") ;;
-    adam) o+=(--optimizer adam --lr "$adam_lr") ;;
+    adam) o+=(--optimizer adam ${adam_lr:+--lr "$adam_lr"}) ;;
     *) return 1 ;;
   esac
   printf '%s\n' "${o[@]}"

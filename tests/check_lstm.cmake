@@ -92,16 +92,21 @@ if(MODE STREQUAL "learn")
     endif()
     message(STATUS "${method}: trains the LSTM (valid perplexity ${valid} after 4 steps)")
   endforeach()
-  # Without --lr, Adam gets Adam's rate (0.002), not the SGD recipe's 20, and trains.
-  train(2 0 --model lstm --dataset ptb --data-dir ${DATA} --hidden 16 --layers 1 --bptt 5 --batch-size 4
-        --eval-batch 50 --no-progress-bar --quiet --optimizer adam --steps 4 --eval-every 0
-        --output-dir ${work}/adam_default)
-  file(READ ${work}/adam_default/config.ini ini)
-  last_value(${work}/adam_default/metrics.jsonl summary valid_perplexity_averaged valid)
-  if(NOT ini MATCHES "\nlr = 0.002\n" OR valid STREQUAL "" OR NOT valid LESS 20000)
-    message(FATAL_ERROR "--optimizer adam without --lr: validation perplexity '${valid}', config:\n${ini}")
-  endif()
-  message(STATUS "--optimizer adam without --lr: lr 0.002, valid perplexity ${valid} after 4 steps")
+  # Without --lr, Adam gets Adam's rate (dense 0.002, A2SGD 0.003), not the SGD recipe's 20, and trains.
+  foreach(case "dense;0.002" "a2sgd;0.003")
+    list(GET case 0 method)
+    list(GET case 1 rate)
+    train(2 0 --model lstm --dataset ptb --data-dir ${DATA} --hidden 16 --layers 1 --bptt 5 --batch-size 4
+          --eval-batch 50 --no-progress-bar --quiet --compressor ${method} --optimizer adam --steps 4 --eval-every 0
+          --output-dir ${work}/adam_default_${method})
+    file(READ ${work}/adam_default_${method}/config.ini ini)
+    last_value(${work}/adam_default_${method}/metrics.jsonl summary valid_perplexity_averaged valid)
+    if(NOT ini MATCHES "\nlr = ${rate}\n" OR valid STREQUAL "" OR NOT valid LESS 20000)
+      message(FATAL_ERROR "${method}, --optimizer adam without --lr: expected lr ${rate}; validation perplexity "
+                          "'${valid}', config:\n${ini}")
+    endif()
+    message(STATUS "${method}, --optimizer adam without --lr: lr ${rate}, valid perplexity ${valid} after 4 steps")
+  endforeach()
 elseif(MODE STREQUAL "resume")
   set(args ${small} --compressor a2sgd --dropout 0.2 --tie-weights --log-every 10 --eval-every 40
            --checkpoint-every 20)
