@@ -63,6 +63,9 @@ server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CDash)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 url = f"http://127.0.0.1:{server.server_address[1]}/submit.php?project=a2sgd"
 
+# The one unit test the dashboard builds and runs (quick to build, and to run under valgrind), and
+# the library source it must cover.
+UNIT, UNIT_SOURCE = "test_a2sgd_exchange", "a2sgd/compress/A2sgdExchange.cpp"
 memcheck = shutil.which("valgrind") is not None
 env = dict(os.environ, A2SGD_CDASH_SUBMIT_URL=url)
 if len(sys.argv) > 4 and "--allow-run-as-root" in sys.argv[4].split():
@@ -72,7 +75,7 @@ command = [CTEST, "-S", os.path.join(SOURCE, "cmake", "ctest", "dashboard.cmake"
            "-DCTEST_SITE=a2sgd-test", "-DCTEST_BUILD_NAME=dashboard-check",
            "-DDASHBOARD_CONFIGURE_OPTIONS=-DA2SGD_ENABLE_APPS=OFF;-DA2SGD_TEST_RANKS=1;"
            "-DA2SGD_PORTABILITY_BLAS_CORES=;-DA2SGD_ENABLE_HOST_CLONES=OFF",
-           "-DDASHBOARD_BUILD_TARGET=test_a2sgd_exchange", "-DDASHBOARD_TEST_INCLUDE=^test_a2sgd_exchange_np1$",
+           f"-DDASHBOARD_BUILD_TARGET={UNIT}", f"-DDASHBOARD_TEST_INCLUDE=^{UNIT}_np1$",
            "-DDASHBOARD_COVERAGE=ON", f"-DDASHBOARD_MEMCHECK={'ON' if memcheck else 'OFF'}"]
 run = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 server.shutdown()
@@ -101,19 +104,19 @@ if "Build.xml" in parts and parts["Build.xml"].findall(".//Error"):
     failures.append("Build.xml reports build errors")
 if "Test.xml" in parts:
     tests = {t.findtext("Name"): t.get("Status") for t in parts["Test.xml"].iter("Test") if t.get("Status")}
-    if tests != {"test_a2sgd_exchange_np1": "passed"}:
-        failures.append(f"Test.xml: expected test_a2sgd_exchange_np1 passed, got {tests}")
+    if tests != {f"{UNIT}_np1": "passed"}:
+        failures.append(f"Test.xml: expected {UNIT}_np1 passed, got {tests}")
 if "Coverage.xml" in parts:
     covered = {f.get("FullPath"): int(f.findtext("LOCTested") or 0) for f in parts["Coverage.xml"].iter("File")}
-    ours = {p: n for p, n in covered.items() if p and "a2sgd/compress/A2sgdExchange.cpp" in p}
+    ours = {p: n for p, n in covered.items() if p and UNIT_SOURCE in p}
     if not ours or max(ours.values()) == 0:
-        failures.append(f"Coverage.xml has no covered line of src/a2sgd/compress/A2sgdExchange.cpp ({len(covered)} files)")
+        failures.append(f"Coverage.xml has no covered line of src/{UNIT_SOURCE} ({len(covered)} files)")
     if any("/tests/" in p for p in covered if p):
         failures.append("Coverage.xml counts the tests' own sources")
 if memcheck and "DynamicAnalysis.xml" in parts:
     names = [t.findtext("Name") for t in parts["DynamicAnalysis.xml"].iter("Test")]
-    if "test_a2sgd_exchange_np1" not in names:
-        failures.append(f"DynamicAnalysis.xml does not list the memcheck of test_a2sgd_exchange_np1: {names}")
+    if f"{UNIT}_np1" not in names:
+        failures.append(f"DynamicAnalysis.xml does not list the memcheck of {UNIT}_np1: {names}")
 
 for message in failures:
     print("FAIL:", message)

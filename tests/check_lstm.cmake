@@ -82,10 +82,11 @@ if(MODE STREQUAL "learn")
   if(NOT methods)
     message(FATAL_ERROR "no METHODS given")
   endif()
+  # A tiny model for the 4-step runs below.
+  set(tiny --model lstm --dataset ptb --data-dir ${DATA} --hidden 16 --layers 1 --bptt 5 --batch-size 4
+           --eval-batch 50 --no-progress-bar --quiet --steps 4 --eval-every 0)
   foreach(method IN LISTS methods)
-    train(2 0 --model lstm --dataset ptb --data-dir ${DATA} --hidden 16 --layers 1 --bptt 5 --batch-size 4
-          --eval-batch 50 --no-progress-bar --quiet --compressor ${method} --steps 4 --eval-every 0
-          --metrics ${work}/method_${method}.jsonl)
+    train(2 0 ${tiny} --compressor ${method} --metrics ${work}/method_${method}.jsonl)
     last_value(${work}/method_${method}.jsonl summary valid_perplexity_averaged valid)
     if(valid STREQUAL "" OR NOT valid LESS 20000)
       message(FATAL_ERROR "${method}: validation perplexity '${valid}' after 4 steps")
@@ -96,9 +97,7 @@ if(MODE STREQUAL "learn")
   foreach(case "dense;0.002" "a2sgd;0.003")
     list(GET case 0 method)
     list(GET case 1 rate)
-    train(2 0 --model lstm --dataset ptb --data-dir ${DATA} --hidden 16 --layers 1 --bptt 5 --batch-size 4
-          --eval-batch 50 --no-progress-bar --quiet --compressor ${method} --optimizer adam --steps 4 --eval-every 0
-          --output-dir ${work}/adam_default_${method})
+    train(2 0 ${tiny} --compressor ${method} --optimizer adam --output-dir ${work}/adam_default_${method})
     file(READ ${work}/adam_default_${method}/config.ini ini)
     last_value(${work}/adam_default_${method}/metrics.jsonl summary valid_perplexity_averaged valid)
     if(NOT ini MATCHES "\nlr = ${rate}\n" OR valid STREQUAL "" OR NOT valid LESS 20000)

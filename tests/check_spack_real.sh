@@ -45,10 +45,13 @@ step() {
   return $rc
 }
 version() { dpkg-query -W -f='${Version}' "$1" 2> /dev/null | sed 's/^[0-9]*://; s/[-+~].*//'; }
-# Debian's Kokkos comes with Trilinos, whose package version (13.2.0) is not Kokkos's: Kokkos's own
-# is in its configuration header (30401: 3.4.01), and Trilinos ships the Kokkos Kernels of the same.
-kokkos_version=$(awk '/#define KOKKOS_VERSION / {v = $3; printf "%d.%d.%02d", v / 10000, (v / 100) % 100, v % 100}' \
-  /usr/include/trilinos/KokkosCore_config.h 2> /dev/null)
+# Kokkos's version as Spack spells it (X.Y.ZZ) from its configuration header (KOKKOS_VERSION 30401).
+kokkos_header_version() {
+  awk '/#define KOKKOS_VERSION / {v = $3; printf "%d.%d.%02d", v / 10000, (v / 100) % 100, v % 100}' "$1" 2> /dev/null
+}
+# Debian's Kokkos comes with Trilinos, whose package version (13.2.0) is not Kokkos's, and Trilinos
+# ships the Kokkos Kernels of the same release.
+kokkos_version=$(kokkos_header_version /usr/include/trilinos/KokkosCore_config.h)
 [[ -n $kokkos_version ]] || fail "no KOKKOS_VERSION in /usr/include/trilinos/KokkosCore_config.h"
 
 cat > "$work/user/config.yaml" << EOF
@@ -102,15 +105,14 @@ EOF
 if [[ -n ${A2SGD_CUDA_KOKKOS_ROOT:-} ]]; then
   # Spack spells Kokkos versions X.Y.ZZ (4.6.01); Kokkos's header says 40601, Kokkos Kernels'
   # CMake version file 4.6.2. A static prefix (the GPU kit's) is ~shared~pic, so a2sgd ~shared.
-  kv=$(awk '/#define KOKKOS_VERSION / {v = $3; printf "%d.%d.%02d", v / 10000, (v / 100) % 100, v % 100}' \
-    "$A2SGD_CUDA_KOKKOS_ROOT"/include/KokkosCore_config.h 2> /dev/null)
+  kv=$(kokkos_header_version "$A2SGD_CUDA_KOKKOS_ROOT"/include/KokkosCore_config.h)
   kkv=$(sed -n 's/^set(PACKAGE_VERSION "\([0-9]*\)\.\([0-9]*\)\.\([0-9]*\)")/\1 \2 \3/p' \
     "$A2SGD_CUDA_KOKKOS_ROOT"/lib*/cmake/KokkosKernels/KokkosKernelsConfigVersion.cmake | head -n 1)
   [[ -n $kv && -n $kkv ]] || fail "A2SGD_CUDA_KOKKOS_ROOT: no Kokkos and Kokkos Kernels versions in $A2SGD_CUDA_KOKKOS_ROOT"
   # shellcheck disable=SC2086
   kkv=$(printf "%d.%d.%02d" $kkv)
-  cuda_shared="~shared~pic"
-  ls "$A2SGD_CUDA_KOKKOS_ROOT"/lib*/libkokkoscore.so > /dev/null 2>&1 && cuda_shared="+shared+pic"
+  cuda_shared="~shared~pic" a2sgd_shared="~shared"
+  ls "$A2SGD_CUDA_KOKKOS_ROOT"/lib*/libkokkoscore.so > /dev/null 2>&1 && cuda_shared="+shared+pic" a2sgd_shared="+shared"
   cat >> "$work/user/packages.yaml" << EOF
   # A CUDA Kokkos for the +cuda concretization only (not built against here).
   cuda:
@@ -140,9 +142,8 @@ if step spec_openmp spack spec a2sgd+openmp; then
 fi
 grep -qi "kokkos" "$work/spec_openmp.log" || fail "a2sgd+openmp was refused without naming kokkos"
 if [[ -n ${A2SGD_CUDA_KOKKOS_ROOT:-} ]]; then
-  shared_variant=$([[ $cuda_shared == ~* ]] && echo "~shared" || echo "+shared")
-  step spec_cuda spack spec a2sgd+cuda cuda_arch=90 "$shared_variant" ||
-    fail "a2sgd+cuda cuda_arch=90 $shared_variant did not concretize: $(tail -n 20 "$work/spec_cuda.log")"
+  step spec_cuda spack spec a2sgd+cuda cuda_arch=90 "$a2sgd_shared" ||
+    fail "a2sgd+cuda cuda_arch=90 $a2sgd_shared did not concretize: $(tail -n 20 "$work/spec_cuda.log")"
   grep -q "kokkos@$kv.*+cuda" "$work/spec_cuda.log" || fail "a2sgd+cuda did not take the CUDA Kokkos external"
 fi
 step install spack install a2sgd || fail "spack install a2sgd: $(tail -n 30 "$work/install.log")"

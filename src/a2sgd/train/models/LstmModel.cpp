@@ -59,8 +59,8 @@ A2SGD_REGISTER_MODEL(lstm) {
   k.defaults.schedule = LrScheduleKind::plateau;
   k.defaults.optimizer = [](const std::string&) { return OptimizerKind::sgd; };
   // SGD's rate is the recipe's; 20 would make Adam diverge at once, so Adam gets the rate dense
-  // trains with in the convergence study, and A2SGD 1.5 times it: its compressed Adam direction
-  // moves the model less per step, and at 0.002 it misses dense's quality (docs/convergence.md).
+  // trains with in the convergence study, and A2SGD 1.5 times it: at 0.002 it missed dense's
+  // quality, at 0.003 it reached it (docs/convergence.md).
   k.defaults.lr = [](const std::string& method, OptimizerKind kind) {
     if (kind != OptimizerKind::adam) return 20.0;
     return method == "a2sgd" ? 0.003 : 0.002;
