@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The alpha-beta model against the emulated network: tables and plots of scripts/network_study.sh.
 
-Reads DIR/netbench_p<N>_<rate>[_links<K>].csv (a2sgd-netbench --csv) and writes DIR/model_report.md,
-DIR/model_report.json and, with matplotlib, DIR/comm_vs_rate_p<N>.png. Per file: the link fitted
+Reads DIR/netbench_p<N>_<rate>[_links<K>][_put].csv (a2sgd-netbench --csv; _put: Open MPI's RDMA-put
+protocol, a2sgd-cluster run --tcp-protocol put) and writes DIR/model_report.md, DIR/model_report.json
+and, with matplotlib, DIR/comm_vs_rate_p<N>.png (one connection, protocol send). Per file: the link fitted
 to the ping-pong (alpha, bandwidth, duplex from the simultaneous exchange); every all-reduce,
 all-gather and method row's measured median time against NetworkModel's prediction on that link,
 and the relative error (predicted / measured - 1); the largest error for messages of 64 kB and
@@ -68,7 +69,8 @@ def plot(directory, results, other):
         return []
     made = []
     for nodes in sorted({r["nodes"] for r in results}):
-        runs = sorted((r for r in results if r["nodes"] == nodes and r["links"] == 1), key=lambda r: r["gbps"])
+        runs = sorted((r for r in results if r["nodes"] == nodes and r["links"] == 1 and r["protocol"] == "send"),
+                      key=lambda r: r["gbps"])
         if len(runs) < 2:
             continue
         fig, ax = plt.subplots(figsize=(8, 5))
@@ -111,11 +113,12 @@ def main():
         rows = load(path)
         if not rows:
             continue
-        m = re.fullmatch(r"p(\d+)_(.+?)(?:_links(\d+))?", tag)
+        m = re.fullmatch(r"p(\d+)_(.+?)(?:_links(\d+))?(_put)?", tag)
         nodes, label, links = int(m.group(1)), m.group(2), int(m.group(3) or 1)
+        protocol = "put" if m.group(4) else "send"
         first = rows[0]
         gbps = first["bytes_per_s"] * 8 / 1e9
-        res = dict(tag=tag, nodes=nodes, rate=label, links=links, gbps=rate_gbps(label, gbps),
+        res = dict(tag=tag, nodes=nodes, rate=label, links=links, protocol=protocol, gbps=rate_gbps(label, gbps),
                    alpha_us=first["alpha_s"] * 1e6, fitted_gbps=gbps, full_duplex=first["full_duplex"],
                    rows=[], methods={})
         for r in rows:
@@ -133,7 +136,7 @@ def main():
                    max_error_methods_large=max(meth_big) if meth_big else None)
         results.append(res)
 
-        md += [f"## {nodes} nodes, {label}, {links} TCP connection(s) per pair", "",
+        md += [f"## {nodes} nodes, {label}, {links} TCP connection(s) per pair, protocol {protocol}", "",
                f"Fitted to the ping-pong: alpha {res['alpha_us']:.1f} us, bandwidth {gbps:.3f} Gbit/s "
                f"({first['bytes_per_s'] / 1e6:.1f} MB/s), {'full' if res['full_duplex'] else 'half'} duplex "
                f"(simultaneous exchange against the ping-pong). Largest model error: "

@@ -13,6 +13,9 @@
 #  - A2SGD's communication is latency-bound: 16 bytes a step, its time per step at most a tenth of
 #    dense's and under 100 ms (a few round trips of a scheduled process; the bandwidth term of 16
 #    bytes is under a microsecond);
+#  - `run` hands Open MPI its transport: by default btl_tcp_flags without put (docs/network.md, "How
+#    Open MPI moves a large message"), Open MPI's own flags with --tcp-protocol put, and refuses
+#    any other protocol with exit 2;
 #  - nothing the cluster made is left afterwards.
 # Skipped (exit 77) where network namespaces cannot be made (not root, a container without them).
 #
@@ -83,6 +86,18 @@ check(a2sgd_comm <= dense_comm / 10 and a2sgd_comm < 0.1, f"a2sgd: {1e3 * a2sgd_
       f"(latency-bound: at most a tenth of dense's and under 100 ms)")
 sys.exit(0 if ok else 1)
 EOF
+
+flags() { timeout 60 "$cluster" run --name "$name" "$@" -- -np 1 sh -c 'echo "flags=${OMPI_MCA_btl_tcp_flags:-}"'; }
+send_flags=$(flags) || fail "a2sgd-cluster run of one process failed"
+put_flags=$(flags --tcp-protocol put) || fail "a2sgd-cluster run --tcp-protocol put failed"
+[[ $send_flags == flags=send,* && $send_flags != *put* ]] ||
+  fail "run's default transport: expected btl_tcp_flags without put, got '$send_flags'"
+[[ $put_flags == flags= ]] || fail "run --tcp-protocol put: expected Open MPI's own flags, got '$put_flags'"
+"$cluster" run --name "$name" --tcp-protocol rdma -- -np 1 true > "$work/bad.log" 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--tcp-protocol" "$work/bad.log" ||
+  fail "run --tcp-protocol rdma: expected exit 2 naming the option, got $rc: $(cat "$work/bad.log")"
+echo "ok   run's transport: default '$send_flags', put '$put_flags', an unknown protocol refused"
 
 trap - EXIT
 "$cluster" down --name "$name" > /dev/null || fail "down failed"

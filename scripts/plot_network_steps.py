@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Time per step against the link rate, per method: the timed runs of an emulated cluster, plotted.
+
+Reads DIR/network-<rate>-p<N>/report.json (scripts/network_report.py, written by
+scripts/compare_methods.sh or scripts/paper_experiment.sh --network) and writes, per node count N
+with at least two rates, DIR/step_vs_rate_p<N>[_<optimizer>].png: each method's wall-clock time per
+step measured over the network (solid; compute, compression, communication and update, evaluations
+excluded) and the alpha-beta model's (dashed; the same run's compute, compression and update plus
+NetworkModel's communication on the link fitted in that run), both axes logarithmic. A shaped rate
+is plotted at its tc rate; the unshaped one ("none") at the bandwidth fitted to it. Also prints
+the plotted values as one markdown table per figure.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from network_model_report import rate_gbps  # noqa: E402
+
+
+def load(directory):
+    """{(nodes, optimizer): [(gbps, label, {run: row})]} from every timed directory."""
+    groups = {}
+    for path in glob.glob(os.path.join(directory, "network-*-p*", "report.json")):
+        m = re.fullmatch(r"network-(.+)-p(\d+)", os.path.basename(os.path.dirname(path)))
+        if not m:
+            continue
+        label, nodes = m.group(1), int(m.group(2))
+        with open(path) as fh:
+            report = json.load(fh)
+        for optimizer, group in report.items():
+            fitted = float(group["link"].split(":")[0]) if group.get("link", "?") != "?" else None
+            gbps = rate_gbps(label, fitted)
+            if gbps is None:
+                print(f"plot_network_steps.py: warning: {path}: no fitted link for '{label}'; skipped",
+                      file=sys.stderr)
+                continue
+            groups.setdefault((nodes, optimizer), []).append((gbps, label, group["runs"]))
+    return {k: sorted(v, key=lambda e: e[0]) for k, v in groups.items()}
+
+
+def table(nodes, optimizer, points):
+    methods = sorted({m for _, _, runs in points for m in runs}, key=lambda m: (m != "dense", m))
+    md = [f"### {nodes} nodes{'' if optimizer == 'default' else ', ' + optimizer}: ms per step, measured / modelled",
+          "", "| method | " + " | ".join(label for _, label, _ in points) + " |",
+          "|---|" + "---|" * len(points)]
+    for method in methods:
+        cells = []
+        for _, _, runs in points:
+            r = runs.get(method, {})
+            meas, mod = r.get("step_s"), r.get("modelled_step_s")
+            cells.append("-" if meas is None else f"{1e3 * meas:.1f} / " + ("-" if mod is None else f"{1e3 * mod:.1f}"))
+        md.append(f"| {method} | " + " | ".join(cells) + " |")
+    return md + [""]
+
+
+def plot(directory, nodes, optimizer, points, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 5))
+    methods = sorted({m for _, _, runs in points for m in runs}, key=lambda m: (m != "dense", m))
+    for method in methods:
+        meas = [(g, runs[method]["step_s"]) for g, _, runs in points if "step_s" in runs.get(method, {})]
+        mod = [(g, runs[method]["modelled_step_s"]) for g, _, runs in points
+               if "modelled_step_s" in runs.get(method, {})]
+        if not meas:
+            continue
+        line, = ax.plot(*zip(*meas), marker="o", label=method)
+        if mod:
+            ax.plot(*zip(*mod), linestyle="--", color=line.get_color(), alpha=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("link rate per node (Gbit/s; unshaped at its fitted bandwidth)")
+    ax.set_ylabel("time per step (s)")
+    opt = "" if optimizer == "default" else f", {optimizer}"
+    ax.set_title(f"{title}, {nodes} nodes{opt}: measured (solid), alpha-beta model (dashed)", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    name = f"step_vs_rate_p{nodes}{'' if optimizer == 'default' else '_' + optimizer}.png"
+    fig.savefig(os.path.join(directory, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", help="directory holding network-<rate>-p<N>/report.json")
+    ap.add_argument("--title", default="time per step", help="the figures' title (e.g. the model)")
+    ap.add_argument("--no-plot", action="store_true", help="only print the tables")
+    args = ap.parse_args()
+    groups = load(args.dir)
+    if not groups:
+        sys.exit(f"plot_network_steps.py: error: no network-<rate>-p<N>/report.json under {args.dir}")
+    for (nodes, optimizer), points in sorted(groups.items()):
+        print("\n".join(table(nodes, optimizer, points)))
+        if args.no_plot or len(points) < 2:
+            continue
+        try:
+            name = plot(args.dir, nodes, optimizer, points, args.title)
+        except ImportError:
+            print("plot_network_steps.py: matplotlib not found; tables only", file=sys.stderr)
+            args.no_plot = True
+            continue
+        print(f"wrote {os.path.join(args.dir, name)}\n")
+
+
+if __name__ == "__main__":
+    main()
