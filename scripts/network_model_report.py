@@ -60,6 +60,26 @@ def other_seconds(timing):
     return out
 
 
+def rate_figure(plt, series, ylabel, title, path):
+    """One log-log figure of time against link rate: per method, measured (solid, points) and
+    modelled (dashed, same colour). series: [(method, [(gbps, measured_s)], [(gbps, modelled_s)])]."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for method, measured, modelled in series:
+        line, = ax.plot(*zip(*measured), marker="o", label=method)
+        if modelled:
+            ax.plot(*zip(*modelled), linestyle="--", color=line.get_color(), alpha=0.6)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("link rate per node (Gbit/s; the unshaped point at its fitted bandwidth)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title + ": measured (solid), alpha-beta model (dashed)", fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot(directory, results, other):
     try:
         import matplotlib
@@ -73,26 +93,14 @@ def plot(directory, results, other):
                       key=lambda r: r["gbps"])
         if len(runs) < 2:
             continue
-        fig, ax = plt.subplots(figsize=(8, 5))
-        methods = [m for m in runs[0]["methods"]]
-        for i, method in enumerate(methods):
+        series = []
+        for method in runs[0]["methods"]:
             base = other.get(method, 0.0)
-            xs = [r["gbps"] for r in runs]
-            ys = [base + r["methods"][method]["measured_s"] for r in runs]
-            ps = [base + r["methods"][method]["predicted_s"] for r in runs]
-            line, = ax.plot(xs, ys, marker="o", label=method)
-            ax.plot(xs, ps, linestyle="--", color=line.get_color(), alpha=0.6)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("link rate per node (Gbit/s; the unshaped point at its fitted bandwidth)")
-        ax.set_ylabel(("time per step" if other else "communication time per step") + " (s)")
-        ax.set_title(f"LSTM language model, {nodes} nodes: measured (solid), alpha-beta model (dashed)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, ncol=3)
-        fig.tight_layout()
+            series.append((method, [(r["gbps"], base + r["methods"][method]["measured_s"]) for r in runs],
+                           [(r["gbps"], base + r["methods"][method]["predicted_s"]) for r in runs]))
         name = f"comm_vs_rate_p{nodes}.png"
-        fig.savefig(os.path.join(directory, name), dpi=110)
-        plt.close(fig)
+        rate_figure(plt, series, ("time per step" if other else "communication time per step") + " (s)",
+                    f"LSTM language model, {nodes} nodes", os.path.join(directory, name))
         made.append(name)
     return made
 

@@ -18,7 +18,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from network_model_report import rate_gbps  # noqa: E402
+from network_model_report import rate_figure, rate_gbps  # noqa: E402
 
 
 def load(directory):
@@ -61,29 +61,17 @@ def plot(directory, nodes, optimizer, points, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(8, 5))
     methods = sorted({m for _, _, runs in points for m in runs}, key=lambda m: (m != "dense", m))
+    series = []
     for method in methods:
         meas = [(g, runs[method]["step_s"]) for g, _, runs in points if "step_s" in runs.get(method, {})]
         mod = [(g, runs[method]["modelled_step_s"]) for g, _, runs in points
                if "modelled_step_s" in runs.get(method, {})]
-        if not meas:
-            continue
-        line, = ax.plot(*zip(*meas), marker="o", label=method)
-        if mod:
-            ax.plot(*zip(*mod), linestyle="--", color=line.get_color(), alpha=0.6)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("link rate per node (Gbit/s; unshaped at its fitted bandwidth)")
-    ax.set_ylabel("time per step (s)")
+        if meas:
+            series.append((method, meas, mod))
     opt = "" if optimizer == "default" else f", {optimizer}"
-    ax.set_title(f"{title}, {nodes} nodes{opt}: measured (solid), alpha-beta model (dashed)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
     name = f"step_vs_rate_p{nodes}{'' if optimizer == 'default' else '_' + optimizer}.png"
-    fig.savefig(os.path.join(directory, name), dpi=110)
-    plt.close(fig)
+    rate_figure(plt, series, "time per step (s)", f"{title}, {nodes} nodes{opt}", os.path.join(directory, name))
     return name
 
 
