@@ -42,8 +42,13 @@ def load(directory):
     return {k: sorted(v, key=lambda e: e[0]) for k, v in groups.items()}
 
 
+def methods_of(points):
+    """Every method timed at any rate, dense first."""
+    return sorted({m for _, _, runs in points for m in runs}, key=lambda m: (m != "dense", m))
+
+
 def table(nodes, optimizer, points):
-    methods = sorted({m for _, _, runs in points for m in runs}, key=lambda m: (m != "dense", m))
+    methods = methods_of(points)
     md = [f"### {nodes} nodes{'' if optimizer == 'default' else ', ' + optimizer}: ms per step, measured / modelled",
           "", "| method | " + " | ".join(label for _, label, _ in points) + " |",
           "|---|" + "---|" * len(points)]
@@ -61,9 +66,8 @@ def plot(directory, nodes, optimizer, points, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    methods = sorted({m for _, _, runs in points for m in runs}, key=lambda m: (m != "dense", m))
     series = []
-    for method in methods:
+    for method in methods_of(points):
         meas = [(g, runs[method]["step_s"]) for g, _, runs in points if "step_s" in runs.get(method, {})]
         mod = [(g, runs[method]["modelled_step_s"]) for g, _, runs in points
                if "modelled_step_s" in runs.get(method, {})]
