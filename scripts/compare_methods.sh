@@ -16,6 +16,8 @@
 # and its time to a test accuracy (A2SGD_COMPARE_TARGET, default dense's final - 0.01): the steps
 # the full run in <compare dir> (same ranks) took, times the step time measured over the network.
 # A2SGD_COMPARE_TCP_LINKS: TCP connections per pair of ranks there (default 1, Open MPI's own; docs/network.md).
+# A2SGD_COMPARE_COLLECTIVES: openmpi (default) or ring, a2sgd-cluster run --collectives there (ring:
+# into network-RATE-pRANKS-ring/).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -47,7 +49,9 @@ if [[ -n "${A2SGD_COMPARE_NETWORK:-}" ]]; then
   # shellcheck source=cluster/timing.sh
   source "${here}/cluster/timing.sh"
   netdir="${out}/network-${A2SGD_COMPARE_NETWORK}-p${ranks}"
-  a2sgd_net_begin "${A2SGD_COMPARE_NETWORK}" "${ranks}" "${netdir}" "${build}" "${A2SGD_COMPARE_TCP_LINKS:-1}"
+  [[ ${A2SGD_COMPARE_COLLECTIVES:-openmpi} == ring ]] && netdir="${netdir}-ring"
+  a2sgd_net_begin "${A2SGD_COMPARE_NETWORK}" "${ranks}" "${netdir}" "${build}" "${A2SGD_COMPARE_TCP_LINKS:-1}" \
+    "${A2SGD_COMPARE_COLLECTIVES:-openmpi}"
   for method in ${methods}; do
     echo "=== ${method} over the network (${A2SGD_COMPARE_NETWORK}, ${ranks} nodes)"
     # shellcheck disable=SC2046,SC2086

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The alpha-beta model against the emulated network: tables and plots of scripts/network_study.sh.
 
-Reads DIR/netbench_p<N>_<rate>[_links<K>][_put].csv (a2sgd-netbench --csv; _put: Open MPI's RDMA-put
-protocol, a2sgd-cluster run --tcp-protocol put) and writes DIR/model_report.md, DIR/model_report.json
-and, with matplotlib, DIR/comm_vs_rate_p<N>.png (one connection, protocol send). Per file: the link fitted
+Reads DIR/netbench_p<N>_<rate>[_links<K>][_put][_ring].csv (a2sgd-netbench --csv; _put: Open MPI's
+RDMA-put protocol, a2sgd-cluster run --tcp-protocol put; _ring: all-reduce and all-gather forced to the
+ring, a2sgd-cluster run --collectives ring) and writes DIR/model_report.md, DIR/model_report.json and,
+with matplotlib, DIR/comm_vs_rate_p<N>[_ring].png (one connection, protocol send). Per file: the link fitted
 to the ping-pong (alpha, bandwidth, duplex from the simultaneous exchange); every all-reduce,
 all-gather and method row's measured median time against NetworkModel's prediction on that link,
 and the relative error (predicted / measured - 1); the largest error for messages of 64 kB and
@@ -88,9 +89,9 @@ def plot(directory, results, other):
     except ImportError:
         return []
     made = []
-    for nodes in sorted({r["nodes"] for r in results}):
-        runs = sorted((r for r in results if r["nodes"] == nodes and r["links"] == 1 and r["protocol"] == "send"),
-                      key=lambda r: r["gbps"])
+    for nodes, collectives in sorted({(r["nodes"], r["collectives"]) for r in results}):
+        runs = sorted((r for r in results if r["nodes"] == nodes and r["collectives"] == collectives and
+                       r["links"] == 1 and r["protocol"] == "send"), key=lambda r: r["gbps"])
         if len(runs) < 2:
             continue
         series = []
@@ -98,9 +99,11 @@ def plot(directory, results, other):
             base = other.get(method, 0.0)
             series.append((method, [(r["gbps"], base + r["methods"][method]["measured_s"]) for r in runs],
                            [(r["gbps"], base + r["methods"][method]["predicted_s"]) for r in runs]))
-        name = f"comm_vs_rate_p{nodes}.png"
+        ring = collectives == "ring"
+        name = f"comm_vs_rate_p{nodes}{'_ring' if ring else ''}.png"
         rate_figure(plt, series, ("time per step" if other else "communication time per step") + " (s)",
-                    f"LSTM language model, {nodes} nodes", os.path.join(directory, name))
+                    f"LSTM language model, {nodes} nodes{', ring collectives' if ring else ''}",
+                    os.path.join(directory, name))
         made.append(name)
     return made
 
@@ -121,12 +124,13 @@ def main():
         rows = load(path)
         if not rows:
             continue
-        m = re.fullmatch(r"p(\d+)_(.+?)(?:_links(\d+))?(_put)?", tag)
+        m = re.fullmatch(r"p(\d+)_(.+?)(?:_links(\d+))?(_put)?(_ring)?", tag)
         nodes, label, links = int(m.group(1)), m.group(2), int(m.group(3) or 1)
         protocol = "put" if m.group(4) else "send"
+        collectives = "ring" if m.group(5) else "openmpi"
         first = rows[0]
         gbps = first["bytes_per_s"] * 8 / 1e9
-        res = dict(tag=tag, nodes=nodes, rate=label, links=links, protocol=protocol, gbps=rate_gbps(label, gbps),
+        res = dict(tag=tag, nodes=nodes, rate=label, links=links, protocol=protocol, collectives=collectives, gbps=rate_gbps(label, gbps),
                    alpha_us=first["alpha_s"] * 1e6, fitted_gbps=gbps, full_duplex=first["full_duplex"],
                    rows=[], methods={})
         for r in rows:
@@ -144,7 +148,8 @@ def main():
                    max_error_methods_large=max(meth_big) if meth_big else None)
         results.append(res)
 
-        md += [f"## {nodes} nodes, {label}, {links} TCP connection(s) per pair, protocol {protocol}", "",
+        algorithms = "ring collectives" if collectives == "ring" else "Open MPI's collectives"
+        md += [f"## {nodes} nodes, {label}, {links} TCP connection(s) per pair, protocol {protocol}, {algorithms}", "",
                f"Fitted to the ping-pong: alpha {res['alpha_us']:.1f} us, bandwidth {gbps:.3f} Gbit/s "
                f"({first['bytes_per_s'] / 1e6:.1f} MB/s), {'full' if res['full_duplex'] else 'half'} duplex "
                f"(simultaneous exchange against the ping-pong). Largest model error: "

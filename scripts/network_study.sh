@@ -14,6 +14,9 @@
 #                      are named ..._links<K>)
 #   --tcp-protocol P   send (default) or put: how Open MPI moves large messages (a2sgd-cluster run
 #                      --tcp-protocol); results with put are named ..._links<K>_put
+#   --collectives A    openmpi (default, Open MPI's choice of algorithm) or ring (all-reduce and
+#                      all-gather forced to the ring: a2sgd-cluster run --collectives); results with
+#                      ring are named ..._ring
 #   --seconds S        time per size and operation (default 1)
 #   --max-bytes B      largest message (default 67108864)
 #   --no-report        only measure
@@ -27,6 +30,7 @@ nodes="2 4"
 rates="100mbit 1gbit none"
 links=1
 protocol=send
+collectives=openmpi
 seconds=1
 max_bytes=$((64 << 20))
 report=1
@@ -39,6 +43,7 @@ while [[ $# -gt 0 ]]; do
     --rates) rates=${2:?}; shift 2 ;;
     --tcp-links) links=${2:?}; shift 2 ;;
     --tcp-protocol) protocol=${2:?}; shift 2 ;;
+    --collectives) collectives=${2:?}; shift 2 ;;
     --seconds) seconds=${2:?}; shift 2 ;;
     --max-bytes) max_bytes=${2:?}; shift 2 ;;
     --no-report) report=0; shift ;;
@@ -61,11 +66,12 @@ for n in $nodes; do
     tag=p${n}_${rate}
     tag=${tag}_links$links
     [[ $protocol == put ]] && tag=${tag}_put
-    echo "== $n nodes, rate $rate, $links TCP connection(s) per pair, protocol $protocol" >&2
+    [[ $collectives == ring ]] && tag=${tag}_ring
+    echo "== $n nodes, rate $rate, $links TCP connection(s) per pair, protocol $protocol, collectives $collectives" >&2
     "$cluster" down --name $name > /dev/null 2>&1
     "$cluster" up "$n" --rate "$rate" --name $name > /dev/null || exit $?
     start=$(date +%s)
-    timeout 3000 "$cluster" run --name $name --tcp-links "$links" --tcp-protocol "$protocol" -- -np "$n" "$bench" --seconds "$seconds" \
+    timeout 3000 "$cluster" run --name $name --tcp-links "$links" --tcp-protocol "$protocol" --collectives "$collectives" -- -np "$n" "$bench" --seconds "$seconds" \
       --max-bytes "$max_bytes" --label "$rate" --csv "$out/netbench_$tag.csv" > "$out/netbench_$tag.log" 2>&1
     rc=$?
     echo "   exit $rc after $(( $(date +%s) - start )) s; $(grep 'fitted link' "$out/netbench_$tag.log")" >&2

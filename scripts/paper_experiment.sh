@@ -29,6 +29,9 @@
 #                      alpha-beta model's (scripts/network_report.py; docs/network.md)
 #   --timing-steps S   steps per timed run with --network (default 200)
 #   --tcp-links K      TCP connections per pair of ranks with --network (default 1, Open MPI's own; docs/network.md)
+#   --collectives A    with --network: openmpi (default, Open MPI's choice of algorithm) or ring
+#                      (all-reduce and all-gather forced to the ring, a2sgd-cluster run --collectives;
+#                      the timings go to OUT/network-RATE-pP-ring/)
 # Runs: dense_sgd a2sgd_sgd a2sgd-pure_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-pure_adam
 #       topk_adam qsgd_adam; on request a2sgd-frozen_adam. a2sgd: the language model's defaults
 #       (layer-wise means, held zero gradients, replicas averaged every 200 steps: 0.5% of dense's
@@ -55,6 +58,7 @@ report=1
 network=
 timing_steps=200
 tcp_links=1
+collectives=openmpi
 extra=()
 die() { echo "paper_experiment.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -73,6 +77,7 @@ while [[ $# -gt 0 ]]; do
     --network) network=${2:?}; shift 2 ;;
     --timing-steps) timing_steps=${2:?}; shift 2 ;;
     --tcp-links) tcp_links=${2:?}; shift 2 ;;
+    --collectives) collectives=${2:?}; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -81,6 +86,7 @@ done
 for v in ranks steps eval_every timing_steps; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v//_/-} must be a positive integer (got '${!v}')"
 done
+[[ $collectives == openmpi || $collectives == ring ]] || die "--collectives must be openmpi or ring (got '$collectives')"
 [[ -z $frozen_warmup ]] && frozen_warmup=$(( steps / 10 > 0 ? steps / 10 : 1 ))
 [[ $frozen_warmup =~ ^[1-9][0-9]*$ ]] || die "--frozen-warmup must be a positive integer"
 train=$build/apps/train/a2sgd-train
@@ -113,7 +119,8 @@ if [[ -n $network ]]; then
   # shellcheck source=cluster/timing.sh
   source "$here/cluster/timing.sh"
   netdir=$out/network-$network-p$ranks
-  a2sgd_net_begin "$network" "$ranks" "$netdir" "$build" "$tcp_links" || exit $?
+  [[ $collectives == ring ]] && netdir=$netdir-ring
+  a2sgd_net_begin "$network" "$ranks" "$netdir" "$build" "$tcp_links" "$collectives" || exit $?
   status=0
   for name in $runs; do
     mapfile -t opts < <(run_options "$name") || true

@@ -15,7 +15,10 @@
 #    bytes is under a microsecond);
 #  - `run` hands Open MPI its transport: by default btl_tcp_flags without put (docs/network.md, "How
 #    Open MPI moves a large message"), Open MPI's own flags with --tcp-protocol put, and refuses
-#    any other protocol with exit 2;
+#    any other protocol with exit 2; and the collective algorithms: Open MPI's own choice by
+#    default, the ring forced for all-reduce and all-gather with --collectives ring (docs/network.md,
+#    "Which collective algorithm"), any other choice refused with exit 2;
+#  - `losses` reports, per node, tbf's drops and the TCP stack's retransmissions and timeouts;
 #  - nothing the cluster made is left afterwards.
 # Skipped (exit 77) where network namespaces cannot be made (not root, a container without them).
 #
@@ -98,6 +101,27 @@ rc=$?
 [[ $rc -eq 2 ]] && grep -q -- "--tcp-protocol" "$work/bad.log" ||
   fail "run --tcp-protocol rdma: expected exit 2 naming the option, got $rc: $(cat "$work/bad.log")"
 echo "ok   run's transport: default '$send_flags', put '$put_flags', an unknown protocol refused"
+
+algs() {
+  timeout 60 "$cluster" run --name "$name" "$@" -- -np 1 sh -c \
+    'echo "${OMPI_MCA_coll_tuned_use_dynamic_rules:-}/${OMPI_MCA_coll_tuned_allreduce_algorithm:-}/${OMPI_MCA_coll_tuned_allgather_algorithm:-}"'
+}
+own_algs=$(algs) || fail "a2sgd-cluster run of one process failed"
+ring_algs=$(algs --collectives ring) || fail "a2sgd-cluster run --collectives ring failed"
+[[ $own_algs == // ]] || fail "run's default collectives: expected Open MPI's own choice, got '$own_algs'"
+[[ $ring_algs == 1/4/4 ]] || fail "run --collectives ring: expected dynamic rules with ring (4) all-reduce and all-gather, got '$ring_algs'"
+"$cluster" run --name "$name" --collectives tree -- -np 1 true > "$work/bad.log" 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--collectives" "$work/bad.log" ||
+  fail "run --collectives tree: expected exit 2 naming the option, got $rc: $(cat "$work/bad.log")"
+echo "ok   run's collectives: Open MPI's by default, ring forced with --collectives ring, an unknown choice refused"
+
+# `losses`: one line per node, five counts (node, tbf drops up and down, TCP retransmissions and
+# timeouts); the links carried traffic, so the TCP counters are there to read, whatever their value.
+losses=$("$cluster" losses --name "$name") || fail "a2sgd-cluster losses failed"
+[[ $(grep -cE '^[01] [0-9]+ [0-9]+ [0-9]+ [0-9]+$' <<< "$losses") -eq 2 && $(wc -l <<< "$losses") -eq 2 ]] ||
+  fail "losses: expected 'node up_dropped down_dropped retrans_segs rto_timeouts' for nodes 0 and 1, got '$losses'"
+echo "ok   losses: $(tr '\n' ';' <<< "$losses")"
 
 trap - EXIT
 "$cluster" down --name "$name" > /dev/null || fail "down failed"
