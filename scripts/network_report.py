@@ -3,7 +3,8 @@
 
 Reads the full training runs in FULL (FULL/<run>.jsonl or FULL/<run>/metrics.jsonl: steps to the
 target) and the timed runs across emulated nodes in NET (NET/<run>.jsonl, from
-scripts/cluster/timing.sh, with the same options and rank count), and writes NET/report.md and
+scripts/cluster/timing.sh, with the same options and rank count: a full run whose world size differs
+from its timed run's is refused with exit 1), and writes NET/report.md and
 NET/report.json (docs/network.md):
 
 - target: lstm, dense's final validation perplexity x 1.1 of the averaged model (per optimizer:
@@ -69,6 +70,13 @@ def load_groups(args):
         _, net_summary, _, _ = load_run(os.path.join(args.net, name + ".jsonl"))
         path = find_full(args.full, name)
         full = load_run(path) if path else None
+        # Steps to a target depend on the rank count (each step averages that many batches), so a
+        # full run of another world size would give the timed run a wrong number of steps.
+        full_ranks = full[1].get("world_size") if full and full[1] else None
+        net_ranks = net_summary.get("world_size") if net_summary else None
+        if full_ranks is not None and net_ranks is not None and full_ranks != net_ranks:
+            sys.exit(f"network_report.py: error: {name}: the full run {path} has {full_ranks} ranks, the timed "
+                     f"run {net_ranks}; steps to the target come from a full run at the timed run's rank count")
         groups.setdefault(optimizer, {})[method] = dict(net=net_summary, full=full, name=name)
     return groups
 

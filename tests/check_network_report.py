@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""scripts/network_report.py on made-up runs: the time to the target is the full run's steps to it
+(interpolated on log perplexity) times the step time measured over the network, the ratios follow
+from those times, and a full run at another rank count than its timed run is refused with exit 1
+and a message naming both counts (its steps to a target would not apply).
+
+Usage: check_network_report.py SCRIPTS_DIR WORK_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+scripts, work = sys.argv[1], sys.argv[2]
+shutil.rmtree(work, ignore_errors=True)
+failures = []
+
+
+def check(cond, text):
+    print(("ok   " if cond else "FAIL ") + text)
+    if not cond:
+        failures.append(text)
+
+
+def write(path, records):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write("\n".join(json.dumps(r) for r in records) + "\n")
+
+
+def full_run(path, perplexities, ranks):
+    """Evaluations every 100 steps with these averaged validation perplexities."""
+    evals = [{"event": "eval", "step": 100 * (i + 1), "valid_perplexity_averaged": p} for i, p in enumerate(perplexities)]
+    write(path, evals + [{"event": "summary", "model": "lstm", "world_size": ranks}])
+
+
+def timed_run(path, step_s, comm_s, ranks):
+    write(path, [{"event": "summary", "model": "lstm", "world_size": ranks, "step_time_s": step_s,
+                  "compute_s_per_step": step_s - comm_s, "compress_s_per_step": 0.0, "optimizer_s_per_step": 0.0,
+                  "comm_s_per_step": comm_s, "bytes_per_step": 1000, "modelled_comm_s_per_step": comm_s / 2}])
+
+
+def report(full, net):
+    return subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), full, net],
+                          capture_output=True, text=True)
+
+
+# Dense ends at 100 -> target 110, crossed exactly at step 300; A2SGD crosses 110 between its
+# evaluations at 200 (121) and 300 (100): log-interpolated at 200 + ln(121/110) / ln(121/100) = 250.
+full, net = os.path.join(work, "full"), os.path.join(work, "net")
+full_run(os.path.join(full, "dense_sgd.jsonl"), [300, 200, 110, 100], 4)
+full_run(os.path.join(full, "a2sgd_sgd.jsonl"), [300, 121, 100, 90], 4)
+timed_run(os.path.join(net, "dense_sgd.jsonl"), 2.0, 1.5, 4)
+timed_run(os.path.join(net, "a2sgd_sgd.jsonl"), 0.5, 0.01, 4)
+out = report(full, net)
+print(out.stdout + out.stderr)
+check(out.returncode == 0, f"matching rank counts: exit 0 (got {out.returncode})")
+if out.returncode == 0:
+    rep = json.load(open(os.path.join(net, "report.json")))["sgd"]
+    dense, a2sgd = rep["runs"]["dense"], rep["runs"]["a2sgd"]
+    check(abs(rep["target"] - 110.0) < 1e-9, f"target dense's final x 1.1 = 110 (got {rep['target']})")
+    check(abs(dense["steps_to_target"] - 300) < 1e-6 and abs(a2sgd["steps_to_target"] - 250) < 1e-6,
+          f"steps to the target 300 and 250 (got {dense['steps_to_target']}, {a2sgd['steps_to_target']})")
+    check(abs(dense["measured_s"] - 600) < 1e-6 and abs(a2sgd["measured_s"] - 125) < 1e-6,
+          f"time to the target = steps x measured step: 600 s and 125 s (got {dense['measured_s']}, {a2sgd['measured_s']})")
+    ratio = rep["ratios"]["a2sgd:dense"]["measured_s"]
+    check(abs(ratio - 4.8) < 1e-9, f"A2SGD : dense = 600 / 125 = 4.8x (got {ratio})")
+    # modelled: (compute + modelled comm) x steps: dense (0.5 + 0.75) x 300, A2SGD (0.49 + 0.005) x 250
+    modelled = rep["ratios"]["a2sgd:dense"]["modelled_s"]
+    check(abs(modelled - 375 / 123.75) < 1e-9, f"modelled ratio 375 / 123.75 (got {modelled})")
+
+# A full run at 2 ranks next to a timed run at 4: refused, nothing written.
+bad_net = os.path.join(work, "net_bad")
+full_run(os.path.join(work, "full2", "dense_sgd.jsonl"), [300, 200, 110, 100], 2)
+timed_run(os.path.join(bad_net, "dense_sgd.jsonl"), 2.0, 1.5, 4)
+out = report(os.path.join(work, "full2"), bad_net)
+check(out.returncode == 1 and "2 ranks" in out.stderr and "timed run 4" in out.stderr,
+      f"full run at 2 ranks, timed at 4: exit 1 naming both (got {out.returncode}: {out.stderr.strip()})")
+check(not os.path.exists(os.path.join(bad_net, "report.json")), "and no report written")
+sys.exit(1 if failures else 0)
