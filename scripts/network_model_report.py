@@ -130,7 +130,8 @@ def main():
         collectives = "ring" if m.group(5) else "openmpi"
         first = rows[0]
         gbps = first["bytes_per_s"] * 8 / 1e9
-        res = dict(tag=tag, nodes=nodes, rate=label, links=links, protocol=protocol, collectives=collectives, gbps=rate_gbps(label, gbps),
+        res = dict(tag=tag, nodes=nodes, rate=label, links=links, protocol=protocol, collectives=collectives,
+                   gbps=rate_gbps(label, gbps),
                    alpha_us=first["alpha_s"] * 1e6, fitted_gbps=gbps, full_duplex=first["full_duplex"],
                    rows=[], methods={})
         for r in rows:

@@ -51,6 +51,7 @@ while [[ $# -gt 0 ]]; do
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
+[[ $collectives == openmpi || $collectives == ring ]] || die "--collectives must be openmpi or ring (got '$collectives')"
 here=$(cd "$(dirname "$0")" && pwd)
 cluster=$here/cluster/a2sgd-cluster
 bench=$(cd "$build" 2> /dev/null && pwd)/apps/netbench/a2sgd-netbench
