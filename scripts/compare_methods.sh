@@ -48,10 +48,11 @@ method_args() {
 if [[ -n "${A2SGD_COMPARE_NETWORK:-}" ]]; then
   # shellcheck source=cluster/timing.sh
   source "${here}/cluster/timing.sh"
+  collectives="${A2SGD_COMPARE_COLLECTIVES:-openmpi}"
   netdir="${out}/network-${A2SGD_COMPARE_NETWORK}-p${ranks}"
-  [[ ${A2SGD_COMPARE_COLLECTIVES:-openmpi} == ring ]] && netdir="${netdir}-ring"
+  [[ ${collectives} == ring ]] && netdir="${netdir}-ring"
   a2sgd_net_begin "${A2SGD_COMPARE_NETWORK}" "${ranks}" "${netdir}" "${build}" "${A2SGD_COMPARE_TCP_LINKS:-1}" \
-    "${A2SGD_COMPARE_COLLECTIVES:-openmpi}"
+    "${collectives}"
   for method in ${methods}; do
     echo "=== ${method} over the network (${A2SGD_COMPARE_NETWORK}, ${ranks} nodes)"
     # shellcheck disable=SC2046,SC2086

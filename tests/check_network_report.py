@@ -47,7 +47,7 @@ def report(full, net):
 
 
 # Dense ends at 100 -> target 110, crossed exactly at step 300; A2SGD crosses 110 between its
-# evaluations at 200 (121) and 300 (100): log-interpolated at 200 + ln(121/110) / ln(121/100) = 250.
+# evaluations at 200 (121) and 300 (100): log-interpolated at 200 + 100 ln(121/110) / ln(121/100) = 250.
 full, net = os.path.join(work, "full"), os.path.join(work, "net")
 full_run(os.path.join(full, "dense_sgd.jsonl"), [300, 200, 110, 100], 4)
 full_run(os.path.join(full, "a2sgd_sgd.jsonl"), [300, 121, 100, 90], 4)
