@@ -5,7 +5,8 @@ Reads the full training runs in FULL (FULL/<run>.jsonl or FULL/<run>/metrics.jso
 target) and the timed runs across emulated nodes in NET (NET/<run>.jsonl, from
 scripts/cluster/timing.sh, with the same options and rank count: a full run whose world size differs
 from its timed run's is refused with exit 1), and writes NET/report.md and
-NET/report.json (docs/network.md):
+NET/report.json (docs/network.md; with --report NAME, NET/NAME.md and NET/NAME.json, so that a
+report against a stated --target sits next to the default one):
 
 - target: lstm, dense's final validation perplexity x 1.1 of the averaged model (per optimizer:
   runs are named <method>_<optimizer>); mlp, dense's final test accuracy - 0.01; or --target;
@@ -48,7 +49,11 @@ def parse_args():
     ap.add_argument("--model", choices=("lstm", "mlp"), default=None, help="default: from the runs")
     ap.add_argument("--target", action="append", default=[],
                     help="X for every optimizer or OPTIMIZER=X (repeatable); default: from dense's final")
+    ap.add_argument("--report", default="report", metavar="NAME",
+                    help="write NET/NAME.md and NET/NAME.json (default: report)")
     args = ap.parse_args()
+    if not args.report or os.sep in args.report or args.report.startswith("."):
+        sys.exit(f"network_report.py: error: --report {args.report!r}: a plain file name is expected")
     args.stated = {}
     for t in args.target:
         key, _, value = t.rpartition("=")
@@ -179,9 +184,9 @@ def main():
         ratios = ratios_of(rows)
         out[optimizer] = dict(target=target, target_rule=rule, link=link, runs=rows, ratios=ratios)
         md += group_markdown(optimizer, model, target, rule, rows, ratios)
-    with open(os.path.join(args.net, "report.json"), "w") as fh:
+    with open(os.path.join(args.net, args.report + ".json"), "w") as fh:
         json.dump(out, fh, indent=1)
-    with open(os.path.join(args.net, "report.md"), "w") as fh:
+    with open(os.path.join(args.net, args.report + ".md"), "w") as fh:
         fh.write("\n".join(md) + "\n")
     print("\n".join(md))
 

@@ -2,11 +2,13 @@
 """scripts/network_report.py on made-up runs: the time to the target is the full run's steps to it
 (interpolated on log perplexity) times the step time measured over the network, the ratios follow
 from those times, and a full run at another rank count than its timed run is refused with exit 1
-and a message naming both counts (its steps to a target would not apply).
+and a message naming both counts (its steps to a target would not apply); a stated target written
+with --report NAME goes to NAME.json and leaves the default report alone.
 
 Usage: check_network_report.py SCRIPTS_DIR WORK_DIR
 """
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -69,6 +71,29 @@ if out.returncode == 0:
     # modelled: (compute + modelled comm) x steps: dense (0.5 + 0.75) x 300, A2SGD (0.49 + 0.005) x 250
     modelled = rep["ratios"]["a2sgd:dense"]["modelled_s"]
     check(abs(modelled - 375 / 123.75) < 1e-9, f"modelled ratio 375 / 123.75 (got {modelled})")
+
+# A stated target written under another name: 121 is crossed by dense between 200 (200) and 300 (110),
+# at 200 + 100 ln(200/121) / ln(200/110), and by A2SGD at its evaluation at step 200; the default
+# report written above stays as it was.
+if out.returncode == 0:
+    before = open(os.path.join(net, "report.json")).read()
+    stated = subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), full, net,
+                             "--target", "sgd=121", "--report", "stated"], capture_output=True, text=True)
+    check(stated.returncode == 0,
+          f"--target sgd=121 --report stated: exit 0 (got {stated.returncode}: {stated.stderr.strip()})")
+    if stated.returncode == 0:
+        rep = json.load(open(os.path.join(net, "stated.json")))["sgd"]
+        expected = 200 + 100 * math.log(200 / 121) / math.log(200 / 110)
+        check(rep["target"] == 121.0 and abs(rep["runs"]["dense"]["steps_to_target"] - expected) < 1e-6
+              and abs(rep["runs"]["a2sgd"]["steps_to_target"] - 200) < 1e-6,
+              f"stated target 121: steps {expected:.3f} and 200 (got {rep['target']}, "
+              f"{rep['runs']['dense']['steps_to_target']}, {rep['runs']['a2sgd']['steps_to_target']})")
+        check(os.path.exists(os.path.join(net, "stated.md")), "stated.md written")
+    check(open(os.path.join(net, "report.json")).read() == before, "report.json left as it was")
+    bad = subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), full, net,
+                          "--report", "../escape"], capture_output=True, text=True)
+    check(bad.returncode != 0 and "--report" in bad.stderr and not os.path.exists(os.path.join(work, "escape.json")),
+          f"--report with a path is refused (got {bad.returncode}: {bad.stderr.strip()})")
 
 # A full run at 2 ranks next to a timed run at 4: refused, nothing written.
 bad_net = os.path.join(work, "net_bad")
