@@ -5,7 +5,11 @@ Reads DIR/<model>_p<ranks>_<optimizer>/<config>.jsonl (a2sgd-train metrics) and 
 DIR/report.md, DIR/report.json and, with matplotlib, DIR/pareto_<group>.png: per group (model,
 rank count, optimizer), every configuration's steps to the target, its final quality (averaged
 model and rank 0's replica), the replica divergence at the end, and the amortised bytes per step
-and rank (periodic averaging and warm-up included: a2sgd-train's comm_bytes / steps).
+and rank: by default everything the run sent over its steps (exchange steps, warm-up, periodic
+averaging and the final average: total_comm_bytes / steps); with --bytes steps the training steps'
+traffic only (comm_bytes / steps: the final average left out), which compares runs of an
+a2sgd-train that did not yet count the final average like for like with newer ones. A group that
+mixes both kinds of metrics under the default is flagged in the report and on stderr.
 
 Definitions (docs/convergence.md):
 - the model scored is the averaged model, the one a user deploys;
@@ -50,7 +54,7 @@ MODELS = {
 }
 
 
-def group_rows(directory, model, dense_reference=None):
+def group_rows(directory, model, dense_reference=None, bytes_basis="run"):
     m = MODELS[model]
     runs = {}
     for name in sorted(os.listdir(directory)):
@@ -90,9 +94,10 @@ def group_rows(directory, model, dense_reference=None):
             # final average (total_comm_bytes; older metrics have only the steps' bytes_per_step).
             # Not the plan's figure (planned_bytes_per_step), which leaves the warm-up out.
             total = s.get("total_comm_bytes")
-            per_step = total / s["steps"] if total is not None and s.get("steps") else s["bytes_per_step"]
+            whole_run = bytes_basis == "run" and total is not None and bool(s.get("steps"))
+            per_step = total / s["steps"] if whole_run else s["bytes_per_step"]
             row.update(steps=s["steps"], bytes_per_step=per_step, step_ms=1e3 * s["step_time_s"],
-                       ranks=s["world_size"])
+                       ranks=s["world_size"], final_average_counted=whole_run)
             if dense_bytes:
                 row["traffic_vs_dense"] = per_step / dense_bytes
         rows[config] = row
@@ -147,6 +152,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="the study's --out directory")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--bytes", choices=("run", "steps"), default="run",
+                    help="bytes per step: everything the run sent, the final average included (run, default), "
+                         "or the training steps' traffic only (steps)")
     ap.add_argument("--dense", action="append", default=[], metavar="GROUP=RUN.jsonl",
                     help="a group without its own dense run takes a longer dense run's evaluations up to the "
                          "group's horizon (e.g. lstm_p2_sgd=results/convergence/lstm_p2_sgd/dense.jsonl)")
@@ -167,7 +175,8 @@ def main():
         if model not in MODELS:
             continue
         m = MODELS[model]
-        target, dense_final, rows = group_rows(os.path.join(args.dir, group), model, references.get(group))
+        target, dense_final, rows = group_rows(os.path.join(args.dir, group), model, references.get(group),
+                                               args.bytes)
         if target is None:
             print(f"convergence_report.py: warning: {group}: no finished dense run; skipped", file=sys.stderr)
             continue
@@ -193,6 +202,16 @@ def main():
             md.append(f"| {r['config']}{note} | {reach} / {rep} | {f('final_averaged')} / {f('final_replica')} | "
                       f"{f('best_averaged')} | {div} | {traffic} | {r.get('steps', r.get('last_step', '-'))} |")
         md.append("")
+        # Dense sends no final average, so only the compressed runs tell which accounting they had.
+        counted = {r["final_average_counted"] for r in rows.values()
+                   if r["config"] != "dense" and "final_average_counted" in r}
+        if args.bytes == "run" and len(counted) > 1:
+            mixed = ", ".join(sorted(r["config"] for r in rows.values()
+                                     if r["config"] != "dense" and r.get("final_average_counted") is False))
+            text = (f"{group}: the bytes per step of {mixed} leave out the final average (their metrics do not "
+                    "report it) while the others' include it; --bytes steps compares them like for like")
+            print(f"convergence_report.py: warning: {text}", file=sys.stderr)
+            md += [f"Note: {text}.", ""]
         if not args.no_plots:
             png = f"pareto_{group}.png"
             if plot(os.path.join(args.dir, png), f"{group}: steps to {m['label']} {format(target, m['fmt'])}", rows,

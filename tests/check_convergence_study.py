@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""scripts/convergence_study.sh and scripts/convergence_report.py (docs/convergence.md) on a stand-in
+a2sgd-train and made-up metrics:
+
+- the study turns a configuration name into the a2sgd-train options it stands for (every A2SGD
+  option stated, the optimizer's rate replaced by a named one), the horizon into steps from the
+  steps per epoch a2sgd-train reports, skips runs whose metrics are complete, refuses an unknown
+  configuration or optimizer with exit 2 before training, carries on past a diverged run (exit 3)
+  and returns the first failing run's code;
+- the report's target is dense's final x 1.1, its steps to the target are interpolated on log
+  perplexity, a group without dense takes a longer dense run's prefix (--dense), and its bytes per
+  step are the whole run's (final average included) or the steps' only (--bytes steps), a group
+  that mixes metrics with and without the final average being flagged.
+
+Usage: check_convergence_study.py SCRIPTS_DIR WORK_DIR
+"""
+import json
+import math
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+scripts, work = sys.argv[1], sys.argv[2]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+failures = []
+
+
+def check(cond, text):
+    print(("ok   " if cond else "FAIL ") + text)
+    if not cond:
+        failures.append(text)
+
+
+def executable(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+calls = os.path.join(work, "calls.txt")
+# A stand-in for a2sgd-train: reports 100 steps per epoch for the one-step probe; otherwise records
+# its arguments, writes a finished metrics file, and exits 3 (diverged) for --lr 999, 5 for --lr 555.
+executable(os.path.join(work, "build", "apps", "train", "a2sgd-train"), f"""#!/usr/bin/env python3
+import json, sys
+a = sys.argv[1:]
+if a[a.index("--steps") + 1] == "1":
+    print("  exchange x, optimizer y, lr 1 (plateau), batch 20 per rank, 1 steps (100 per epoch)")
+    sys.exit(0)
+with open({calls!r}, "a") as fh:
+    fh.write(" ".join(a) + "\\n")
+with open(a[a.index("--metrics") + 1], "w") as fh:
+    fh.write(json.dumps({{"event": "summary", "steps": int(a[a.index("--steps") + 1])}}) + "\\n")
+lr = a[a.index("--lr") + 1]
+sys.exit(3 if lr == "999" else 5 if lr == "555" else 0)
+""")
+# A stand-in for mpirun: records the rank count and runs the program once.
+executable(os.path.join(work, "mpirun"), f"""#!/bin/sh
+[ "$1" = -np ] || exit 9
+echo "np=$2" >> {calls!r}
+shift 2
+exec "$@"
+""")
+env = dict(os.environ, MPIEXEC=os.path.join(work, "mpirun"), MPIEXEC_FLAGS="")
+
+
+def study(*args):
+    return subprocess.run(["bash", os.path.join(scripts, "convergence_study.sh"), "--build",
+                           os.path.join(work, "build"), "--out", os.path.join(work, "study"), "--no-report", *args],
+                          capture_output=True, text=True, env=env)
+
+
+def recorded():
+    if not os.path.exists(calls):
+        return []
+    return [line.split() for line in open(calls).read().splitlines() if not line.startswith("np=")]
+
+
+def option(args, name):
+    return args[args.index(name) + 1] if name in args else None
+
+
+out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "3", "--evals-per-epoch", "2",
+            "--configs", "dense a2sgd-layer-k200-hold-global-lr30")
+print(out.stderr)
+check(out.returncode == 0, f"study: exit 0 (got {out.returncode})")
+runs = recorded()
+check(len(runs) == 2, f"two runs trained (got {len(runs)})")
+check("np=2" in open(calls).read() if os.path.exists(calls) else False, "at 2 ranks")
+if len(runs) == 2:
+    dense, a2sgd = runs
+    check(option(dense, "--compressor") == "dense" and option(dense, "--lr") == "20"
+          and option(dense, "--optimizer") == "sgd", f"dense: --compressor dense --optimizer sgd --lr 20 ({dense})")
+    check(option(dense, "--steps") == "300" and option(dense, "--eval-every") == "50",
+          "3 epochs of 100 steps, 2 evaluations per epoch: --steps 300 --eval-every 50")
+    expected = {"--compressor": "a2sgd", "--a2sgd-granularity": "layer", "--a2sgd-average-every": "200",
+                "--a2sgd-residual": "global", "--a2sgd-averaging": "mean", "--a2sgd-zero-gradient": "hold",
+                "--a2sgd-warmup-steps": "0", "--a2sgd-moments": "local", "--lr": "30"}
+    got = {k: option(a2sgd, k) for k in expected}
+    check(got == expected, f"a2sgd-layer-k200-hold-global-lr30 -> {expected} (got {got})")
+    check(a2sgd.count("--lr") == 1, "the named rate replaces the optimizer's (one --lr)")
+
+out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "3",
+            "--configs", "dense a2sgd-layer-k200-hold-global-lr30")
+check(out.returncode == 0 and len(recorded()) == 2 and "done before, kept" in out.stderr,
+      f"finished runs are kept, not trained again (exit {out.returncode}, {len(recorded())} runs)")
+
+for configs, what in (("a2sgd-bogus", "unknown part"), ("a2sgd-k0", "K = 0"), ("topk", "not dense or a2sgd")):
+    out = study("--ranks", "2", "--optimizers", "sgd", "--configs", configs)
+    check(out.returncode == 2 and configs in out.stderr and len(recorded()) == 2,
+          f"--configs {configs} ({what}): exit 2 naming it, nothing trained "
+          f"(got {out.returncode}: {out.stderr.strip()})")
+out = study("--ranks", "2", "--optimizers", "momentum", "--configs", "dense")
+check(out.returncode == 2 and "momentum" in out.stderr, f"momentum with the LSTM: exit 2 (got {out.returncode})")
+
+out = study("--model", "mlp", "--ranks", "4", "--optimizers", "adam", "--configs", "a2sgd-k100-frozen-w20-lr0.0005")
+runs = recorded()
+check(out.returncode == 0 and len(runs) == 3, f"mlp adam: exit 0, one more run (got {out.returncode}, {len(runs)})")
+if len(runs) == 3:
+    r = runs[2]
+    check(option(r, "--model") == "mlp" and option(r, "--optimizer") == "adam" and option(r, "--lr") == "0.0005"
+          and option(r, "--a2sgd-moments") == "frozen" and option(r, "--a2sgd-warmup-steps") == "20"
+          and option(r, "--a2sgd-granularity") == "model" and option(r, "--steps") == "300",
+          f"a2sgd-k100-frozen-w20-lr0.0005 with Adam on the MLP (3 epochs by default): {r}")
+
+out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "1", "--configs", "a2sgd-lr999 a2sgd-lr555 a2sgd-lr1")
+check(out.returncode == 5 and len(recorded()) == 6,
+      f"a diverged run (3) does not stop the study, a failed one (5) is its exit code, the rest still run "
+      f"(got {out.returncode}, {len(recorded())} runs)")
+
+# The report on made-up metrics: dense ends at 100, target 110, crossed between step 300 (120) and
+# 400 (100); a2sgd-new crosses it between 200 (121) and 300 (100).
+rep_dir = os.path.join(work, "report")
+
+
+def metrics(path, perplexities, summary):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    evals = [{"event": "eval", "step": 100 * (i + 1), "valid_perplexity_averaged": p, "valid_perplexity": p * 1.05,
+              "replica_divergence": 0.1 * i} for i, p in enumerate(perplexities)]
+    s = dict({"event": "summary", "steps": 100 * len(perplexities), "step_time_s": 0.5, "world_size": 2}, **summary)
+    with open(path, "w") as fh:
+        fh.write("\n".join(json.dumps(r) for r in evals + [s]) + "\n")
+
+
+group = os.path.join(rep_dir, "lstm_p2_sgd")
+metrics(os.path.join(group, "dense.jsonl"), [300, 200, 120, 100], dict(bytes_per_step=1000, total_comm_bytes=400000))
+# Newer metrics count the final average (total_comm_bytes); older ones have the steps' bytes only.
+metrics(os.path.join(group, "a2sgd-new.jsonl"), [300, 121, 100, 90], dict(bytes_per_step=10, total_comm_bytes=6000))
+metrics(os.path.join(group, "a2sgd-old.jsonl"), [300, 150, 130, 115], dict(bytes_per_step=10))
+# A group without dense: it takes dense's run above up to its own horizon (200: 200 x 1.1 = 220).
+metrics(os.path.join(rep_dir, "lstm_p4_sgd", "a2sgd-short.jsonl"), [250, 210], dict(bytes_per_step=10))
+
+
+def report(*args):
+    return subprocess.run([sys.executable, os.path.join(scripts, "convergence_report.py"), rep_dir, "--no-plots",
+                           "--dense", "lstm_p4_sgd=" + os.path.join(group, "dense.jsonl"), *args],
+                          capture_output=True, text=True)
+
+
+out = report()
+print(out.stdout + out.stderr)
+check(out.returncode == 0, f"report: exit 0 (got {out.returncode})")
+if out.returncode == 0:
+    rep = json.load(open(os.path.join(rep_dir, "report.json")))
+    g = rep["lstm_p2_sgd"]
+    dense_steps = 300 + 100 * math.log(120 / 110) / math.log(120 / 100)
+    new_steps = 200 + 100 * math.log(121 / 110) / math.log(121 / 100)
+    check(abs(g["target"] - 110) < 1e-9, f"target dense's final x 1.1 = 110 (got {g['target']})")
+    check(abs(g["runs"]["dense"]["steps_to_target"] - dense_steps) < 1e-6
+          and abs(g["runs"]["a2sgd-new"]["steps_to_target"] - new_steps) < 1e-6,
+          f"steps to target {dense_steps:.3f} and {new_steps:.3f}, log-interpolated "
+          f"(got {g['runs']['dense']['steps_to_target']}, {g['runs']['a2sgd-new']['steps_to_target']})")
+    check(g["runs"]["a2sgd-old"]["steps_to_target"] is None, "115 at the end: not reached")
+    check(abs(g["runs"]["a2sgd-new"]["steps_vs_dense"] - new_steps / dense_steps) < 1e-9, "x dense = the steps' ratio")
+    check(g["runs"]["a2sgd-new"]["bytes_per_step"] == 15 and g["runs"]["a2sgd-old"]["bytes_per_step"] == 10,
+          f"default: the whole run's bytes, 6000 / 400 = 15, and 10 where the metrics lack the total "
+          f"(got {g['runs']['a2sgd-new']['bytes_per_step']}, {g['runs']['a2sgd-old']['bytes_per_step']})")
+    check(abs(g["runs"]["a2sgd-new"]["traffic_vs_dense"] - 0.015) < 1e-12, "15 of dense's 1000 bytes: 1.5%")
+    check("a2sgd-old" in out.stderr and "final average" in out.stderr
+          and "a2sgd-old" in open(os.path.join(rep_dir, "report.md")).read().split("Note:", 1)[-1],
+          "the mixed accounting is flagged on stderr and in report.md, naming the older run")
+    # The prefix ends at 200 (perplexity 200): target 220, crossed by dense between 100 (300) and 200,
+    # by a2sgd-short between 100 (250) and 200 (210).
+    short = rep.get("lstm_p4_sgd", {}).get("runs", {})
+    want = (100 + 100 * math.log(300 / 220) / math.log(300 / 200),
+            100 + 100 * math.log(250 / 220) / math.log(250 / 210))
+    got = tuple(short.get(k, {}).get("steps_to_target") or 0 for k in ("dense", "a2sgd-short"))
+    check(abs(rep.get("lstm_p4_sgd", {}).get("target", 0) - 220) < 1e-9
+          and all(abs(a - b) < 1e-6 for a, b in zip(got, want)) and short["dense"]["steps"] == 200,
+          f"--dense: the longer dense run's prefix to step 200 gives the target 220, crossed at "
+          f"{want[0]:.3f} and {want[1]:.3f} (got {got})")
+
+out = report("--bytes", "steps")
+check(out.returncode == 0 and "warning" not in out.stderr, f"--bytes steps: exit 0, no warning ({out.stderr.strip()})")
+if out.returncode == 0:
+    g = json.load(open(os.path.join(rep_dir, "report.json")))["lstm_p2_sgd"]
+    check(g["runs"]["a2sgd-new"]["bytes_per_step"] == 10, "--bytes steps: the steps' bytes, 10")
+
+out = subprocess.run([sys.executable, os.path.join(scripts, "convergence_report.py"), rep_dir,
+                      "--dense", "lstm_p4_sgd=nope"], capture_output=True, text=True)
+check(out.returncode != 0 and "--dense" in out.stderr, f"--dense naming no file: refused ({out.stderr.strip()})")
+sys.exit(1 if failures else 0)
