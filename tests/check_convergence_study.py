@@ -22,16 +22,12 @@ import stat
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scriptcheck import check, finish  # noqa: E402
+
 scripts, work = sys.argv[1], sys.argv[2]
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
-failures = []
-
-
-def check(cond, text):
-    print(("ok   " if cond else "FAIL ") + text)
-    if not cond:
-        failures.append(text)
 
 
 def executable(path, text):
@@ -202,4 +198,4 @@ if out.returncode == 0:
 out = subprocess.run([sys.executable, os.path.join(scripts, "convergence_report.py"), rep_dir,
                       "--dense", "lstm_p4_sgd=nope"], capture_output=True, text=True)
 check(out.returncode != 0 and "--dense" in out.stderr, f"--dense naming no file: refused ({out.stderr.strip()})")
-sys.exit(1 if failures else 0)
+finish()

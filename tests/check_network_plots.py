@@ -11,19 +11,15 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scriptcheck import check, finish  # noqa: E402
+
 scripts, work = sys.argv[1], sys.argv[2]
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 sys.path.insert(0, scripts)
 from network_model_report import rate_gbps  # noqa: E402
 
-failures = []
-
-
-def check(cond, text):
-    print(("ok   " if cond else "FAIL ") + text)
-    if not cond:
-        failures.append(text)
 
 
 check(rate_gbps("100mbit", 7.0) == 0.1 and rate_gbps("1gbit", 7.0) == 1.0 and rate_gbps("none", 7.0) == 7.0,
@@ -65,4 +61,4 @@ out = subprocess.run([sys.executable, os.path.join(scripts, "plot_network_steps.
                      capture_output=True, text=True)
 check(out.returncode != 0 and "no network-<rate>-p<N>/report.json" in out.stderr,
       f"an empty directory: non-zero exit naming what is missing (got {out.returncode}: {out.stderr.strip()})")
-sys.exit(1 if failures else 0)
+finish()

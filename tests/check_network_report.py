@@ -14,15 +14,11 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scriptcheck import check, finish  # noqa: E402
+
 scripts, work = sys.argv[1], sys.argv[2]
 shutil.rmtree(work, ignore_errors=True)
-failures = []
-
-
-def check(cond, text):
-    print(("ok   " if cond else "FAIL ") + text)
-    if not cond:
-        failures.append(text)
 
 
 def write(path, records):
@@ -103,4 +99,4 @@ out = report(os.path.join(work, "full2"), bad_net)
 check(out.returncode == 1 and "2 ranks" in out.stderr and "timed run 4" in out.stderr,
       f"full run at 2 ranks, timed at 4: exit 1 naming both (got {out.returncode}: {out.stderr.strip()})")
 check(not os.path.exists(os.path.join(bad_net, "report.json")), "and no report written")
-sys.exit(1 if failures else 0)
+finish()
