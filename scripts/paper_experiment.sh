@@ -14,7 +14,8 @@
 #   --ranks P          MPI ranks (default 2)
 #   --steps N          training steps per run (default 2000)
 #   --eval-every N     steps between evaluations (default 250)
-#   --sgd-lr X         SGD learning rate (default 20, the standard recipe on the mean token loss)
+#   --sgd-lr X         SGD learning rate of every run (default: a2sgd-train's, 20 on the language
+#                      model: the standard recipe on the mean token loss)
 #   --adam-lr X        Adam learning rate of every run (default: a2sgd-train's, 0.002, and 0.003 for
 #                      the A2SGD runs, docs/convergence.md)
 #   --frozen-warmup W  dense warm-up steps of frozen-variance Adam (default 10% of --steps)
@@ -49,7 +50,7 @@ build=build
 ranks=2
 steps=2000
 eval_every=250
-sgd_lr=20
+sgd_lr=
 adam_lr=
 frozen_warmup=
 runs="dense_sgd a2sgd_sgd a2sgd-pure_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-pure_adam topk_adam qsgd_adam"
@@ -107,7 +108,7 @@ run_options() {
     *) return 1 ;;
   esac
   case "$optimizer" in
-    sgd) o+=(--optimizer sgd --lr "$sgd_lr") ;;
+    sgd) o+=(--optimizer sgd ${sgd_lr:+--lr "$sgd_lr"}) ;;
     adam) o+=(--optimizer adam ${adam_lr:+--lr "$adam_lr"}) ;;
     *) return 1 ;;
   esac

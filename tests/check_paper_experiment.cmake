@@ -2,7 +2,8 @@
 # every run of the script for 4 steps of a small LSTM at 2 ranks, then the report and the plots.
 # Checks that every run wrote its metrics with a summary, that the report covers both optimizers
 # with a target, the time-to-target table and the A2SGD : Top-K and A2SGD : QSGD ratios, and that
-# the four PNGs exist; and that bad options exit 2. Skipped without the Penn Treebank files.
+# the four PNGs exist; that the SGD runs train at a2sgd-train's rate unless --sgd-lr names one; and
+# that bad options exit 2. Skipped without the Penn Treebank files.
 if(NOT EXISTS "${DATA}/ptb.train.txt")
   message("SKIPPED: no Penn Treebank files in '${DATA}' (set A2SGD_DATA_DIR)")
   return()
@@ -23,6 +24,22 @@ foreach(run dense_sgd a2sgd_sgd a2sgd-pure_sgd topk_sgd qsgd_sgd dense_adam a2sg
     message(FATAL_ERROR "${run}: no summary with modelled communication:\n${metrics}")
   endif()
 endforeach()
+# Without --sgd-lr every SGD run trains at a2sgd-train's own rate for its method (20 for both on the
+# language model); with it, at the rate given.
+foreach(run dense_sgd a2sgd_sgd)
+  file(STRINGS ${out}/${run}.jsonl summary REGEX "\"event\": \"summary\"")
+  if("${stdout}${stderr}" MATCHES "== ${run}: [^\n]*--lr" OR NOT summary MATCHES "\"lr\": 20[,}]")
+    message(FATAL_ERROR "${run} without --sgd-lr: expected no --lr from the script and a2sgd-train's rate 20:\n${summary}")
+  endif()
+endforeach()
+execute_process(COMMAND ${env} bash ${SCRIPT} --out ${out}/lr5 --build ${BUILD} --steps 4 --eval-every 4 --no-report
+                        --runs a2sgd_sgd --sgd-lr 5 -- --data-dir ${DATA} --hidden 32 --bptt 20 --batch-size 10
+                        --eval-batch 20
+                RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr)
+file(STRINGS ${out}/lr5/a2sgd_sgd.jsonl summary REGEX "\"event\": \"summary\"")
+if(NOT rc EQUAL 0 OR NOT summary MATCHES "\"lr\": 5[,}]")
+  message(FATAL_ERROR "--sgd-lr 5: exit code ${rc}, summary: ${summary}\n${stdout}${stderr}")
+endif()
 file(READ ${out}/report.md report)
 foreach(pattern "## ADAM: target validation perplexity [0-9.]+ \\(dense's final x 1.1\\)"
                 "## SGD: target validation perplexity [0-9.]+ \\(dense's final x 1.1\\)"
