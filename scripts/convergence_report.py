@@ -203,13 +203,12 @@ def main():
                       f"{f('best_averaged')} | {div} | {traffic} | {r.get('steps', r.get('last_step', '-'))} |")
         md.append("")
         # Dense sends no final average, so only the compressed runs tell which accounting they had.
-        counted = {r["final_average_counted"] for r in rows.values()
+        counted = {r["config"]: r["final_average_counted"] for r in rows.values()
                    if r["config"] != "dense" and "final_average_counted" in r}
-        if args.bytes == "run" and len(counted) > 1:
-            mixed = ", ".join(sorted(r["config"] for r in rows.values()
-                                     if r["config"] != "dense" and r.get("final_average_counted") is False))
-            text = (f"{group}: the bytes per step of {mixed} leave out the final average (their metrics do not "
-                    "report it) while the others' include it; --bytes steps compares them like for like")
+        older = sorted(c for c, whole in counted.items() if not whole)
+        if args.bytes == "run" and older and len(older) < len(counted):
+            text = (f"{group}: the bytes per step of {', '.join(older)} leave out the final average (their metrics "
+                    "do not report it) while the others' include it; --bytes steps compares them like for like")
             print(f"convergence_report.py: warning: {text}", file=sys.stderr)
             md += [f"Note: {text}.", ""]
         if not args.no_plots:
