@@ -14,8 +14,8 @@
 #   --ranks P          MPI ranks (default 2)
 #   --steps N          training steps per run (default 2000)
 #   --eval-every N     steps between evaluations (default 250)
-#   --sgd-lr X         SGD learning rate of every run (default: a2sgd-train's, 20 on the language
-#                      model: the standard recipe on the mean token loss)
+#   --sgd-lr X         SGD learning rate of every run (default: a2sgd-train's, on the language model
+#                      the standard recipe's 20, and 30 for the A2SGD runs, docs/convergence.md)
 #   --adam-lr X        Adam learning rate of every run (default: a2sgd-train's, 0.002, and 0.003 for
 #                      the A2SGD runs, docs/convergence.md)
 #   --frozen-warmup W  dense warm-up steps of frozen-variance Adam (default 10% of --steps)

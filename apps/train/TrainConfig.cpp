@@ -93,7 +93,8 @@ po::options_description training_options(Raw& r) {
       "mini-batch size per rank (lstm: token columns; default 20)")(
       "optimizer", po::value(&r.optimizer), "sgd | momentum | adam (default: momentum for a dense mlp, sgd otherwise)")(
       "lr", po::value(&r.lr),
-      "learning rate (default: mlp 0.05 dense, 0.1 otherwise, 0.001 with adam; lstm 20, with adam 0.002, a2sgd 0.003)")(
+      "learning rate (default: mlp 0.05 dense, 0.1 otherwise, 0.001 with adam; lstm 20, a2sgd with sgd 30, with adam "
+      "0.002, a2sgd 0.003)")(
       "lr-schedule", po::value(&r.schedule)->default_value(r.schedule),
       "constant | step | cosine | plateau (divide by --lr-plateau-divisor when the first evaluation split's "
       "loss stops improving; default for lstm)")("lr-plateau-divisor",
