@@ -21,7 +21,6 @@ sys.path.insert(0, scripts)
 from network_model_report import rate_gbps  # noqa: E402
 
 
-
 check(rate_gbps("100mbit", 7.0) == 0.1 and rate_gbps("1gbit", 7.0) == 1.0 and rate_gbps("none", 7.0) == 7.0,
       "rates: 100mbit -> 0.1, 1gbit -> 1, none -> the fitted 7 Gbit/s")
 
