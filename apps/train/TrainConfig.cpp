@@ -79,8 +79,9 @@ po::options_description model_options(TrainConfig& c) {
   d.add_options()("model", po::value(&c.model)->default_value(c.model), models.c_str())(
       "dataset", po::value<std::string>(), "the model's dataset (default: its first, --list-models)")(
       "data-dir", po::value(&c.data_dir),
-      "directory of the dataset's files (default for fashion-mnist: /usr/share/datasets/fashion-mnist; for ptb: "
-      "$A2SGD_DATA_DIR/ptb)");
+      "directory of the dataset's files (default: the data home's <dataset> folder, $A2SGD_DATA_DIR/<dataset>, "
+      "else ${XDG_DATA_HOME:-~/.local/share}/a2sgd/<dataset>, where a2sgd-fetch-data puts it; fashion-mnist "
+      "also /usr/share/datasets/fashion-mnist)");
   apps::add_model_options(d);
   return d;
 }

@@ -22,6 +22,7 @@
 #include <a2sgd/core/ParameterStore.hpp>
 #include <a2sgd/core/Random.hpp>
 #include <a2sgd/core/Types.hpp>
+#include <a2sgd/data/DataHome.hpp>
 #include <a2sgd/data/Dataset.hpp>
 #include <a2sgd/data/Idx.hpp>
 #include <a2sgd/data/Ptb.hpp>

@@ -1,4 +1,5 @@
 #include <a2sgd/core/Error.hpp>
+#include <a2sgd/data/DataHome.hpp>
 #include <a2sgd/data/Ptb.hpp>
 
 #include <cerrno>
@@ -93,13 +94,7 @@ TokenCorpus load_ptb(const std::string& directory) {
 }
 
 std::string ptb_directory(const std::string& option) {
-  if (!option.empty()) return option;
-  const char* env = std::getenv("A2SGD_DATA_DIR");
-  if (!env || !*env) return {};
-  const std::filesystem::path base(env);
-  std::error_code ec;
-  if (std::filesystem::exists(base / "ptb" / "ptb.train.txt", ec)) return (base / "ptb").string();
-  return base.string();
+  return find_dataset(option, "ptb", "ptb.train.txt");
 }
 
 Kokkos::View<Token**, Kokkos::LayoutLeft, Kokkos::HostSpace> batchify(const std::vector<Token>& stream, int rank,

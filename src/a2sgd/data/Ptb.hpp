@@ -40,8 +40,9 @@ struct TokenCorpus {
 /// file (and the line).
 TokenCorpus load_ptb(const std::string& directory);
 
-/// Where the PTB files are: `option` when not empty, else the environment variable
-/// A2SGD_DATA_DIR (its `ptb` subdirectory when it has one). Empty when neither is set.
+/// Where the PTB files are: `option` when not empty, else the first of <data home>/ptb and
+/// $A2SGD_DATA_DIR that holds ptb.train.txt (DataHome.hpp: the data home is $A2SGD_DATA_DIR, else
+/// ${XDG_DATA_HOME:-$HOME/.local/share}/a2sgd, where `a2sgd-fetch-data ptb` puts the files).
 std::string ptb_directory(const std::string& option);
 
 /// This rank's batch columns of a token stream: the stream is cut into `world` contiguous parts of

@@ -1,9 +1,12 @@
 // The word-level LSTM language model on Penn Treebank (the standard small configuration by
 // default), registered as "lstm".
+#include <a2sgd/data/DataHome.hpp>
 #include <a2sgd/data/Ptb.hpp>
 #include <a2sgd/nn/LstmLanguageModel.hpp>
 #include <a2sgd/train/ModelRegistry.hpp>
 #include <a2sgd/train/TokenStreamSource.hpp>
+
+#include <filesystem>
 
 namespace {
 
@@ -79,7 +82,13 @@ A2SGD_REGISTER_MODEL(lstm) {
   };
   k.build = [](const ModelContext& c, ParameterStore& store) {
     const std::string dir = data::ptb_directory(c.data_dir);
-    if (dir.empty()) throw InvalidArgument("the Penn Treebank files: no directory given and A2SGD_DATA_DIR is not set");
+    // Without --data-dir a missing corpus is a missing download: say where it was looked for and
+    // how to fetch it. A named directory's missing file is reported by load_ptb, naming the file.
+    std::error_code ec;
+    if (c.data_dir.empty() &&
+        (dir.empty() || !std::filesystem::exists(std::filesystem::path(dir) / "ptb.train.txt", ec)))
+      throw InvalidArgument("the Penn Treebank files (ptb.train.txt, ptb.valid.txt, ptb.test.txt) were not found: " +
+                            data::dataset_hint("ptb"));
     const data::TokenCorpus corpus = data::load_ptb(dir);
     ModelProblem pb;
     pb.data = std::make_unique<TokenStreamSource>(corpus, c.dataset, c.comm.rank(), c.comm.size(), c.batch_size,

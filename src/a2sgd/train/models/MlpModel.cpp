@@ -1,5 +1,6 @@
 // The multilayer perceptron on an image classification set (Fashion-MNIST, MNIST) or generated
 // class clusters, registered as "mlp".
+#include <a2sgd/data/DataHome.hpp>
 #include <a2sgd/data/Idx.hpp>
 #include <a2sgd/data/Synthetic.hpp>
 #include <a2sgd/nn/Mlp.hpp>
@@ -10,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
@@ -93,7 +95,14 @@ A2SGD_REGISTER_MODEL(mlp) {
   };
   k.build = [](const ModelContext& c, ParameterStore& store) {
     std::string dir = c.data_dir;
-    if (dir.empty() && c.dataset == "fashion-mnist") dir = "/usr/share/datasets/fashion-mnist";
+    if (dir.empty() && c.dataset == "fashion-mnist") {
+      dir = data::find_dataset("", "fashion-mnist", "train-images-idx3-ubyte");
+      std::error_code ec;
+      const std::filesystem::path images = std::filesystem::path(dir) / "train-images-idx3-ubyte";
+      if (!std::filesystem::exists(images, ec) && !std::filesystem::exists(images.string() + ".gz", ec))
+        throw InvalidArgument("Fashion-MNIST (train-images-idx3-ubyte.gz, ...) was not found: " +
+                              data::dataset_hint("fashion-mnist"));
+    }
     if (dir.empty() && c.dataset == "mnist")
       throw InvalidArgument("the mnist dataset has no default location: name the directory of its IDX files");
     data::SyntheticConfig synthetic = synthetic_config(c.options);
