@@ -76,6 +76,8 @@ train=$build/apps/train/a2sgd-train
 [[ -x $train ]] || die "no a2sgd-train at $train (--build DIR)"
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-/usr/bin/python3}
+# shellcheck source=training_runs.sh
+source "$here/training_runs.sh"
 
 # The optimizer's options for this model; its learning rate unless the configuration names one ($2).
 optimizer_options() {
@@ -129,7 +131,6 @@ steps_per_epoch() {
     --no-progress-bar "${extra[@]}" 2>&1 | sed -n 's/.*(\([0-9]*\) per epoch).*/\1/p' | head -n 1
 }
 
-status=0
 for p in $ranks; do
   spe=$(steps_per_epoch "$p")
   [[ $spe =~ ^[1-9][0-9]*$ ]] || die "could not read the steps per epoch at $p ranks from a2sgd-train"
@@ -140,7 +141,7 @@ for p in $ranks; do
     mkdir -p "$dir" || die "cannot create $dir"
     for c in $configs; do
       metrics=$dir/$c.jsonl
-      if [[ $force -eq 0 && -f $metrics ]] && grep -q '"event": *"\(summary\|diverged\)"' "$metrics"; then
+      if [[ $force -eq 0 ]] && a2sgd_finished "$metrics"; then
         echo "== $dir/$c: done before, kept" >&2
         continue
       fi
@@ -149,20 +150,12 @@ for p in $ranks; do
       args=("${model_opts[@]}" $(optimizer_options "$opt" "$copts") $copts --steps "$steps"
             --eval-every "$eval_every" --log-every "$eval_every" --metrics "$metrics" --no-progress-bar "${extra[@]}")
       echo "== $dir/$c: a2sgd-train ${args[*]}" >&2
-      start=$(date +%s)
-      # shellcheck disable=SC2086
-      ${MPIEXEC:-mpirun} ${MPIEXEC_FLAGS:-} -np "$p" "$train" "${args[@]}" > "$dir/$c.log" 2>&1
-      rc=$?
-      echo "   exit $rc after $(( $(date +%s) - start )) s" >&2
-      if [[ $rc -ne 0 && $rc -ne 3 ]]; then
-        tail -n 5 "$dir/$c.log" >&2
-        [[ $status -eq 0 ]] && status=$rc
-      fi
+      a2sgd_train_run "$dir/$c.log" "$p" "$train" "${args[@]}"
     done
   done
 done
 
 if [[ $report -eq 1 ]]; then
-  "$python" "$here/convergence_report.py" "$out" || { rc=$?; [[ $status -eq 0 ]] && status=$rc; }
+  "$python" "$here/convergence_report.py" "$out" || { rc=$?; [[ $a2sgd_status -eq 0 ]] && a2sgd_status=$rc; }
 fi
-exit $status
+exit $a2sgd_status

@@ -94,6 +94,8 @@ train=$build/apps/train/a2sgd-train
 [[ -x $train ]] || die "no a2sgd-train at $train (--build DIR)"
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-/usr/bin/python3}
+# shellcheck source=training_runs.sh
+source "$here/training_runs.sh"
 mkdir -p "$out" || die "cannot create $out"
 
 # The options of one run, by name.
@@ -146,24 +148,15 @@ if [[ -n $network ]]; then
   exit $status
 fi
 
-status=0
 for name in $runs; do
   mapfile -t opts < <(run_options "$name") || true
   [[ ${#opts[@]} -gt 0 ]] || die "unknown run '$name'"
   rm -f "$out/$name.jsonl"
   echo "== $name: ${opts[*]}" >&2
-  start=$(date +%s)
-  # shellcheck disable=SC2086
-  ${MPIEXEC:-mpirun} ${MPIEXEC_FLAGS:-} -np "$ranks" "$train" --model lstm "${opts[@]}" --steps "$steps" \
-    --eval-every "$eval_every" --metrics "$out/$name.jsonl" --no-progress-bar "${extra[@]}" \
-    >"$out/$name.log" 2>&1
-  rc=$?
-  echo "   exit $rc after $(( $(date +%s) - start )) s" >&2
-  if [[ $rc -ne 0 && $rc -ne 3 ]]; then
-    tail -n 5 "$out/$name.log" >&2
-    [[ $status -eq 0 ]] && status=$rc
-  fi
+  a2sgd_train_run "$out/$name.log" "$ranks" "$train" --model lstm "${opts[@]}" --steps "$steps" \
+    --eval-every "$eval_every" --metrics "$out/$name.jsonl" --no-progress-bar "${extra[@]}"
 done
+status=$a2sgd_status
 
 if [[ $report -eq 1 ]]; then
   targs=()
