@@ -18,24 +18,15 @@ import json
 import math
 import os
 import shutil
-import stat
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scriptcheck import check, finish  # noqa: E402
+from scriptcheck import check, executable, finish, option, recorded_calls, standin_launcher  # noqa: E402
 
 scripts, work = sys.argv[1], sys.argv[2]
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
-
-
-def executable(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(text)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
-
 
 calls = os.path.join(work, "calls.txt")
 # A stand-in for a2sgd-train: reports 100 steps per epoch for the one-step probe; otherwise records
@@ -54,13 +45,7 @@ lr = a[a.index("--lr") + 1]
 sys.exit(3 if lr == "999" else 5 if lr == "555" else 0)
 """)
 # A stand-in for mpirun: records the rank count and runs the program once.
-executable(os.path.join(work, "mpirun"), f"""#!/bin/sh
-[ "$1" = -np ] || exit 9
-echo "np=$2" >> {calls!r}
-shift 2
-exec "$@"
-""")
-env = dict(os.environ, MPIEXEC=os.path.join(work, "mpirun"), MPIEXEC_FLAGS="")
+env = standin_launcher(work, calls)
 
 
 def study(*args):
@@ -70,13 +55,7 @@ def study(*args):
 
 
 def recorded():
-    if not os.path.exists(calls):
-        return []
-    return [line.split() for line in open(calls).read().splitlines() if not line.startswith("np=")]
-
-
-def option(args, name):
-    return args[args.index(name) + 1] if name in args else None
+    return recorded_calls(calls)
 
 
 out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "3", "--evals-per-epoch", "2",

@@ -15,24 +15,15 @@ Usage: check_lr_sweep.py SCRIPTS_DIR WORK_DIR
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from scriptcheck import check, finish  # noqa: E402
+from scriptcheck import check, executable, finish, option, recorded_calls, standin_launcher  # noqa: E402
 
 scripts, work = sys.argv[1], sys.argv[2]
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
-
-
-def executable(path, text):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as fh:
-        fh.write(text)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
-
 
 calls = os.path.join(work, "calls.txt")
 # A stand-in for a2sgd-train: lists two methods; reports 10 steps per epoch for the one-step probe;
@@ -72,13 +63,7 @@ with open(os.path.join(out, "metrics.jsonl"), "w") as fh:
 with open(os.path.join(out, "config.ini"), "w") as fh:
     fh.write("lr = %g\\n" % lr)
 """)
-executable(os.path.join(work, "mpirun"), f"""#!/bin/sh
-[ "$1" = -np ] || exit 9
-echo "np=$2" >> {calls!r}
-shift 2
-exec "$@"
-""")
-env = dict(os.environ, MPIEXEC=os.path.join(work, "mpirun"), MPIEXEC_FLAGS="")
+env = standin_launcher(work, calls)
 out = os.path.join(work, "sweep")
 
 
@@ -88,13 +73,7 @@ def sweep(*args):
 
 
 def recorded():
-    if not os.path.exists(calls):
-        return []
-    return [line.split() for line in open(calls).read().splitlines() if not line.startswith("np=")]
-
-
-def option(args, name):
-    return args[args.index(name) + 1] if name in args else None
+    return recorded_calls(calls)
 
 
 # Refusals before any training.
