@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""The generated blocks of README.md and docs/*.md against the committed runs (scripts/docs_blocks.py):
+
+- the committed documents regenerate unchanged into the build tree (the check itself);
+- the check can fail: in a copy of the documents, a figure edited by hand inside a block, a block
+  naming no generator and a block left open each make it exit 1, naming the document and the block;
+  --write puts the regenerated figure back.
+
+Usage: check_docs_blocks.py SOURCE_DIR WORK_DIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scriptcheck import check, finish  # noqa: E402
+
+source, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+script = os.path.join(source, "scripts", "docs_blocks.py")
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+
+
+def run(root, *args):
+    return subprocess.run([sys.executable, script, root, *args], capture_output=True, text=True)
+
+
+r = run(source, "--check", os.path.join(work, "regenerated"))
+print(r.stdout[-3000:])
+check(r.returncode == 0, "the committed documents' generated blocks match the committed data")
+check(os.path.isfile(os.path.join(work, "regenerated", "docs", "results.md")), "regenerated documents in the build tree")
+
+# A copy of the documents, with the data linked in.
+copy = os.path.join(work, "copy")
+os.makedirs(os.path.join(copy, "docs"))
+shutil.copy(os.path.join(source, "README.md"), copy)
+for f in os.listdir(os.path.join(source, "docs")):
+    if f.endswith(".md"):
+        shutil.copy(os.path.join(source, "docs", f), os.path.join(copy, "docs"))
+os.symlink(os.path.join(source, "docs", "results"), os.path.join(copy, "docs", "results"))
+results = os.path.join(copy, "docs", "results.md")
+text = open(results).read()
+begin = text.index("<!-- generated: paper-steps -->")
+row = text.index("| SGD: steps to", begin)
+end = text.index("\n", row)
+edited = text[row:end].replace(" | ", " | 9", 1)
+check(edited != text[row:end], "a figure to edit in block paper-steps")
+with open(results, "w") as fh:
+    fh.write(text[:row] + edited + text[end:])
+r = run(copy, "--check", os.path.join(work, "regenerated-copy"))
+check(r.returncode == 1, f"a hand-edited figure fails the check (exit {r.returncode})")
+check("docs/results.md: block 'paper-steps'" in r.stdout, "the failure names the document and the block")
+check("+| SGD: steps to" in r.stdout and "-| SGD: steps to" in r.stdout, "with a diff of the row")
+r = run(copy, "--write")
+check(r.returncode == 0 and open(results).read() == text, "--write restores the regenerated block")
+
+with open(results, "w") as fh:
+    fh.write(text + "\n<!-- generated: no-such-table -->\n<!-- end generated: no-such-table -->\n")
+r = run(copy, "--check", os.path.join(work, "regenerated-copy"))
+check(r.returncode == 1 and "no-such-table' names no generator" in r.stdout, "a block naming no generator fails")
+with open(results, "w") as fh:
+    fh.write(text.replace("<!-- end generated: paper-steps -->\n", ""))
+r = run(copy, "--check", os.path.join(work, "regenerated-copy"))
+check(r.returncode == 1 and "'paper-steps' is not closed" in r.stdout, "a block left open fails")
+finish()
