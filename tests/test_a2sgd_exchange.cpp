@@ -1,6 +1,7 @@
 #include "MethodTesting.hpp"
 #include "RoundingBounds.hpp"
 
+#include <a2sgd/compress/A2sgdCodec.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/core/Error.hpp>
 
@@ -588,4 +589,63 @@ TEST_CASE("moment schemes the optimizer does not define are refused", "[a2sgd][o
 TEST_CASE("A2SGD hands MPI 16 bytes per step on any model (docs/methods.md)", "[a2sgd][methods]") {
   check_step_plan("a2sgd", {}, {{16}, CollectiveKind::allreduce, 1});
   check_step_plan("a2sgd", {{"granularity", "layer"}}, {{16 * 6}, CollectiveKind::allreduce, 1});  // 6 tensors
+}
+
+// The codec (A2sgdCodec.hpp) is what a framework's communication hook calls around its own
+// all-reduce: encode, SUM of the payload over the ranks, global means, decode in place. On the same
+// gradients it must give the exchange's update and residual bit for bit (SGD at lr 1 from x = 0
+// makes x = -u exactly), step after step.
+TEST_CASE("the A2SGD codec around an outside all-reduce reproduces the exchange bit for bit", "[a2sgd][codec]") {
+  Communicator comm;
+  const std::size_t n = 5003;
+  std::vector<A2sgdOptions> variants(6);
+  variants[1].averaging = GlobalAveraging::weighted;
+  variants[2].residual = ResidualReference::global;
+  variants[3].zero_gradient = ZeroGradient::hold;
+  variants[4].granularity = Granularity::layer, variants[4].segments = {1000, 3, 4000};
+  variants[5].error_feedback = false;
+  for (const A2sgdOptions& o : variants) {
+    INFO("averaging " << to_string(o.averaging) << ", residual " << to_string(o.residual) << ", zero-gradient "
+                      << to_string(o.zero_gradient) << ", granularity " << to_string(o.granularity)
+                      << ", error feedback " << o.error_feedback);
+    A2sgdExchange exchange(comm, static_cast<Index>(n), o);
+    Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+    auto x = to_device(std::vector<float>(n, 0.0f));
+    const A2sgdCodecOptions co{o.averaging, o.residual, o.error_feedback, o.zero_gradient};
+    const std::vector<Index> bounds = a2sgd_segment_bounds(
+        static_cast<Index>(n), o.granularity == Granularity::layer ? o.segments : std::vector<Index>{});
+    const std::size_t segments = bounds.size() - 1, width = static_cast<std::size_t>(a2sgd_payload_width(o.averaging));
+    FloatView e("codec residual", n);
+    std::vector<TwoMeansResult> local(segments);
+    std::vector<double> payload(width * segments);
+    std::vector<std::pair<double, double>> mu(segments), m(segments);
+    for (int s = 0; s < 3; ++s) {
+      INFO("step " << s);
+      auto g = random_gradient(n, 7u * static_cast<unsigned>(s) + static_cast<unsigned>(comm.rank()));
+      for (std::size_t i = 0; i < n; i += 11) g[i] = 0.0f;  // exact zeros: hold's case
+      Kokkos::deep_copy(x, 0.0f);
+      exchange.step(x, to_device(g), sgd, 1.0);
+      auto buffer = to_device(g);
+      CHECK(a2sgd_encode(ExecutionSpace(), co, buffer, e, bounds, local.data(), payload.data()) == 0);
+      comm.allreduce(payload.data(), payload.size(), MPI_SUM);
+      for (std::size_t k = 0; k < segments; ++k) {
+        mu[k] = {local[k].mean_pos(), local[k].mean_neg()};
+        m[k] = a2sgd_global_means(o.averaging, &payload[width * k], comm.size());
+        CHECK(m[k] == exchange.last_segment_global_means()[k]);
+      }
+      a2sgd_decode_in_place(ExecutionSpace(), co, buffer, e, bounds, mu.data(), m.data());
+      const auto u = to_host(buffer), xs = to_host(x), es = to_host(e), ex = to_host(exchange.residual());
+      int differ = 0;
+      for (std::size_t i = 0; i < n; ++i) differ += (xs[i] != -u[i]) + (es[i] != ex[i]);
+      CHECK(differ == 0);
+    }
+  }
+}
+
+TEST_CASE("the A2SGD codec's segment bounds refuse tensors that do not cover the buffer", "[a2sgd][codec][errors]") {
+  CHECK(a2sgd_segment_bounds(10, {}) == std::vector<Index>{0, 10});
+  CHECK(a2sgd_segment_bounds(10, {4, 6}) == std::vector<Index>{0, 4, 10});
+  CHECK_THROWS_AS(a2sgd_segment_bounds(10, {4, 5}), InvalidArgument);
+  CHECK_THROWS_AS(a2sgd_segment_bounds(10, {10, 0}), InvalidArgument);
+  CHECK_THROWS_AS(a2sgd_segment_bounds(-1, {}), InvalidArgument);
 }

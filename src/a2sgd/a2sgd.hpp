@@ -7,6 +7,7 @@
 #include <a2sgd/comm/NetworkModel.hpp>
 #include <a2sgd/comm/StopSignals.hpp>
 #include <a2sgd/comm/ViewCollectives.hpp>
+#include <a2sgd/compress/A2sgdCodec.hpp>
 #include <a2sgd/compress/Exchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/compress/ExchangeRegistry.hpp>

@@ -1,7 +1,8 @@
+#include <a2sgd/compress/A2sgdCodec.hpp>
 #include <a2sgd/compress/A2sgdExchange.hpp>
 #include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/TwoMeans.hpp>
-#include <a2sgd/core/impl/HostClones.hpp>
+#include <a2sgd/compress/impl/A2sgdApply.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -10,29 +11,6 @@
 
 namespace a2sgd {
 namespace {
-
-// Decode + residual + optimizer, one pass: reads g, e, x and optimizer state once, writes e, x
-// and state once. Hold: an entry with g == 0 joins neither class; then a = 0 + e = e exactly, so
-// the residual keeps its value without a branch, and the rule sees a zero direction.
-template <class Rule, bool ErrorFeedback, bool Hold>
-struct A2sgdApply {
-  ConstFloatView g;
-  FloatView e;
-  float ref_pos, ref_neg;  // residual reference (local or global averages)
-  float upd_pos, upd_neg;  // the global averages M_pos, M_neg
-  Rule rule;
-
-  // Masks instead of branches: signs are close to random, a branch would mispredict half the time.
-  KOKKOS_INLINE_FUNCTION void operator()(Index i) const {
-    const float gi = g(i);
-    const float a = ErrorFeedback ? gi + e(i) : gi;
-    const bool active = !Hold || gi != 0.0f;
-    const auto pos = static_cast<float>(active && a > 0.0f);
-    const auto neg = static_cast<float>(active && a < 0.0f);
-    if (ErrorFeedback) e(i) = a - (pos * ref_pos + neg * ref_neg);
-    rule(i, pos * upd_pos + neg * upd_neg);
-  }
-};
 
 std::string signature(const A2sgdOptions& o) {
   std::string s = "a2sgd;averaging=" + to_string(o.averaging) + ";residual=" + to_string(o.residual) +
@@ -49,17 +27,13 @@ std::string signature(const A2sgdOptions& o) {
 }
 
 std::vector<Index> bounds_of(const A2sgdOptions& o, Index n) {
-  if (o.granularity == Granularity::model) return {0, n};
-  if (o.segments.empty()) throw InvalidArgument("a2sgd: layer granularity needs the model's tensor sizes");
-  std::vector<Index> bounds{0};
-  for (Index size : o.segments) {
-    if (size < 1) throw InvalidArgument("a2sgd: a tensor of " + std::to_string(size) + " values");
-    bounds.push_back(bounds.back() + size);
-  }
-  if (bounds.back() != n)
-    throw InvalidArgument("a2sgd: the tensors cover " + std::to_string(bounds.back()) +
-                          " values, not n = " + std::to_string(n));
-  return bounds;
+  if (o.granularity == Granularity::layer && o.segments.empty())
+    throw InvalidArgument("a2sgd: layer granularity needs the model's tensor sizes");
+  return a2sgd_segment_bounds(n, o.granularity == Granularity::layer ? o.segments : std::vector<Index>{});
+}
+
+A2sgdCodecOptions codec_options(const A2sgdOptions& o) {
+  return {o.averaging, o.residual, o.error_feedback, o.zero_gradient};
 }
 
 }  // namespace
@@ -162,45 +136,19 @@ std::int64_t A2sgdExchange::compress(const FloatView& grad, Optimizer& opt, Step
   Stopwatch clock;
   if (m_options.moments != MomentScheme::decoded)
     opt.local_direction(exec(), grad, m_options.moments, m_options.warmup_steps);
-  const bool ef = m_options.error_feedback;
-  // Without error feedback a = g, whose zeros join no class anyway: hold changes nothing there.
-  const bool hold = ef && m_options.zero_gradient == ZeroGradient::hold;
-  std::int64_t non_finite = 0;
-  for (std::size_t s = 0; s + 1 < m_bounds.size(); ++s) {
-    const auto range = std::make_pair(m_bounds[s], m_bounds[s + 1]);
-    const ConstFloatView g_s = Kokkos::subview(grad, range);
-    m_local[s] =
-        hold ? two_means_held(exec(), g_s, Kokkos::subview(m_residual, range))
-             : two_means(exec(), g_s, ef ? ConstFloatView(Kokkos::subview(m_residual, range)) : ConstFloatView());
-    non_finite += m_local[s].non_finite;
-  }
+  const std::int64_t non_finite =
+      a2sgd_encode(exec(), codec_options(m_options), grad, m_residual, m_bounds, m_local.data(), m_payload.data());
   stats.compress_s += clock.seconds();
   return non_finite;
 }
 
 // Step 4: exactly one all-reduce of 2 (or 4) scalars per segment, then the global averages.
 void A2sgdExchange::communicate(std::int64_t non_finite, StepStats& stats) {
-  const double p = static_cast<double>(comm().size());
-  const bool weighted = m_options.averaging == GlobalAveraging::weighted;
-  const std::size_t width = weighted ? 4 : 2, segments = m_bounds.size() - 1;
-  for (std::size_t s = 0; s < segments; ++s) {
-    const TwoMeansResult& l = m_local[s];
-    double* out = &m_payload[width * s];
-    if (weighted) {
-      out[0] = l.sum_pos, out[1] = l.sum_neg;
-      out[2] = static_cast<double>(l.count_pos), out[3] = static_cast<double>(l.count_neg);
-    } else {
-      out[0] = l.mean_pos(), out[1] = l.mean_neg();
-    }
-  }
-  // A non-finite entry already makes this rank's sums non-finite; poisoning the values states
-  // the contract explicitly: every rank sees NaN from the same all-reduce and stops together.
-  if (non_finite > 0) m_payload[0] = m_payload[1] = std::numeric_limits<double>::quiet_NaN();
+  const std::size_t width = static_cast<std::size_t>(a2sgd_payload_width(m_options.averaging));
+  const std::size_t segments = m_bounds.size() - 1;
   comm().allreduce(m_payload.data(), width * segments, MPI_SUM, &stats);
   for (std::size_t s = 0; s < segments; ++s) {
-    const double* q = &m_payload[width * s];
-    const double m_pos = weighted ? (q[2] > 0 ? q[0] / q[2] : 0.0) : q[0] / p;
-    const double m_neg = weighted ? (q[3] > 0 ? q[1] / q[3] : 0.0) : q[1] / p;
+    const auto [m_pos, m_neg] = a2sgd_global_means(m_options.averaging, &m_payload[width * s], comm().size());
     if (!std::isfinite(m_pos) || !std::isfinite(m_neg)) {
       const std::string where = "A2SGD step " + std::to_string(steps()) + ": ";
       throw NonFiniteError(
@@ -217,32 +165,9 @@ void A2sgdExchange::communicate(std::int64_t non_finite, StepStats& stats) {
 // Steps 5 and 6: residual, update direction and optimizer in one pass per segment.
 void A2sgdExchange::apply(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) {
   Stopwatch clock;
-  const bool global_ref = m_options.residual == ResidualReference::global;
-  const bool ef = m_options.error_feedback, hold = ef && m_options.zero_gradient == ZeroGradient::hold;
-  const ConstFloatView g = grad;
-  const FloatView e = m_residual;
   auto pass = [&](const auto& rule) {
-    using Rule = std::decay_t<decltype(rule)>;
-    for (std::size_t s = 0; s + 1 < m_bounds.size(); ++s) {
-      const auto [m_pos, m_neg] = m_last_global[s];
-      const auto [mu_pos, mu_neg] = m_last_local[s];
-      const auto ref_pos = static_cast<float>(global_ref ? m_pos : mu_pos);
-      const auto ref_neg = static_cast<float>(global_ref ? m_neg : mu_neg);
-      const auto upd_pos = static_cast<float>(m_pos);
-      const auto upd_neg = static_cast<float>(m_neg);
-      // Compiled per ISA on host backends: the pass is arithmetic enough that the baseline
-      // ISA's 4 lanes would bound it below memory speed.
-      const auto run = [&](auto functor) {
-        impl::simd_parallel_for(A2SGD_LABEL("a2sgd::compress::a2sgd_apply"), exec(), m_bounds[s], m_bounds[s + 1],
-                                functor);
-      };
-      if (hold)
-        run(A2sgdApply<Rule, true, true>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
-      else if (ef)
-        run(A2sgdApply<Rule, true, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
-      else
-        run(A2sgdApply<Rule, false, false>{g, e, ref_pos, ref_neg, upd_pos, upd_neg, rule});
-    }
+    impl::a2sgd_apply_segments(exec(), codec_options(m_options), grad, m_residual, m_bounds, m_last_local.data(),
+                               m_last_global.data(), rule);
   };
   if (m_options.moments != MomentScheme::decoded)
     opt.visit_direction_step(params, lr, pass);
