@@ -18,8 +18,13 @@ root="$(cd "${here}/.." && pwd)"
 build="${A2SGD_BUILD_DIR:-${root}/build}"
 jobs="${A2SGD_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
+# The Python package and its tests (label python) when Debian's Python has torch and pybind11.
+python_args=()
+if /usr/bin/python3 -c "import torch" > /dev/null 2>&1 && [[ -f /usr/lib/cmake/pybind11/pybind11Config.cmake ]]; then
+  python_args=(-DA2SGD_PYTHON=ON -DPython3_EXECUTABLE=/usr/bin/python3)
+fi
 # shellcheck disable=SC2086
-cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE="${A2SGD_BUILD_TYPE:-Release}" ${A2SGD_CMAKE_ARGS:-}
+cmake -S "${root}" -B "${build}" -DCMAKE_BUILD_TYPE="${A2SGD_BUILD_TYPE:-Release}" "${python_args[@]}" ${A2SGD_CMAKE_ARGS:-}
 cmake --build "${build}" --parallel "${jobs}"
 cd "${build}"
 ctest --output-on-failure --parallel "${jobs}"

@@ -79,7 +79,7 @@ print(f"repository {os.path.relpath(REPO, SOURCE)}: namespace {namespace}, api v
 
 
 # ---- a stand-in for the parts of Spack's package API the recipe uses ----
-directives = {"version": [], "variant": [], "depends_on": [], "conflicts": []}
+directives = {"version": [], "variant": [], "depends_on": [], "conflicts": [], "extends": []}
 
 
 def _record(kind):
@@ -125,7 +125,8 @@ class Spec:
         if name not in self.deps:
             raise KeyError(f"the recipe reads spec['{name}'] but that is not a dependency of this spec")
         dep = types.SimpleNamespace(prefix=Prefix(f"/spack/{name}"), hipcc="/spack/hip/bin/hipcc",
-                                    kokkos_cxx="/spack/kokkos/bin/nvcc_wrapper")
+                                    kokkos_cxx="/spack/kokkos/bin/nvcc_wrapper",
+                                    command=types.SimpleNamespace(path=f"/spack/{name}/bin/{name}"))
         return dep
 
     @property
@@ -200,7 +201,7 @@ def dependencies(values):
     """The dependency specs (name + constraints) active for these variant values."""
     spec = Spec(values, set())
     active = []
-    for args, kwargs in directives["depends_on"]:
+    for args, kwargs in directives["depends_on"] + directives["extends"]:
         if when_holds(kwargs.get("when"), spec):
             active.append(args[0])
     return active
@@ -238,6 +239,8 @@ cmake_reads = {"BUILD_SHARED_LIBS", "CMAKE_CXX_COMPILER", "CMAKE_BUILD_TYPE", "C
 cmake_reads |= {f"{p}_ROOT" for p in found_packages} | {f"{p}_DIR" for p in found_packages}
 if "MPI" in found_packages:
     cmake_reads |= {"MPIEXEC_EXECUTABLE", "MPIEXEC_NUMPROC_FLAG", "MPIEXEC_PREFLAGS"}
+if "Python3" in found_packages:
+    cmake_reads |= {"Python3_EXECUTABLE"}  # FindPython3's documented hint
 
 # ---- 1. every -D is something the build reads ----
 specs = {
@@ -245,6 +248,7 @@ specs = {
     "openmp": dict(variants, openmp=True),
     "tests": dict(variants, tests=True),
     "library only, static": dict(variants, apps=False, shared=False),
+    "python": dict(variants, python=True),
     "cuda sm_90": dict(variants, cuda=True, cuda_arch="90"),
     "rocm gfx90a": dict(variants, rocm=True, amdgpu_target="gfx90a"),
 }

@@ -32,6 +32,7 @@ class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
     variant("apps", default=True, description="a2sgd-train, a2sgd-bench, a2sgd-checkpoint, the example")
     variant("tests", default=False, description="Build the Catch2/CTest suite (run by `spack install --test=root`)")
     variant("shared", default=True, description="Build liba2sgd as a shared library")
+    variant("python", default=False, description="The Python package a2sgd: a2sgd.torch, PyTorch DDP communication hooks")
 
     conflicts("+cuda", when="cuda_arch=none", msg="+cuda needs cuda_arch=<sm>, e.g. cuda_arch=90")
     conflicts("+rocm", when="amdgpu_target=none", msg="+rocm needs amdgpu_target=<gfx>, e.g. gfx90a")
@@ -63,6 +64,11 @@ class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("zlib-api")
     depends_on("boost@1.66:+program_options", when="+apps")
     depends_on("catch2", type=("build", "test"), when="+tests")  # 2.13 (Debian) or 3.x
+    # The Python package: pybind11 at build time, torch where a2sgd.torch runs (and its tests).
+    extends("python", when="+python")
+    depends_on("python@3.8:", type=("build", "run"), when="+python")
+    depends_on("py-pybind11@2.6:", type="build", when="+python")
+    depends_on("py-torch", type=("run", "test"), when="+python")
 
     def cmake_args(self):
         spec = self.spec
@@ -70,6 +76,7 @@ class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
             self.define_from_variant("A2SGD_ENABLE_APPS", "apps"),
             self.define_from_variant("A2SGD_ENABLE_TESTS", "tests"),
             self.define_from_variant("BUILD_SHARED_LIBS", "shared"),
+            self.define_from_variant("A2SGD_PYTHON", "python"),
             self.define_from_variant("A2SGD_REQUIRE_OPENMP", "openmp"),
             self.define_from_variant("A2SGD_REQUIRE_CUDA", "cuda"),
             self.define_from_variant("A2SGD_REQUIRE_HIP", "rocm"),
@@ -88,6 +95,9 @@ class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
             args.append(self.define("MPIEXEC_PREFLAGS", ";".join(self._mpiexec_preflags())))
             if not spec.satisfies("^openblas"):
                 args.append(self.define("A2SGD_PORTABILITY_BLAS_CORES", ""))
+        if spec.satisfies("+python"):
+            # Installed under the prefix's lib/pythonX.Y/site-packages, where Spack's python finds extensions.
+            args.append(self.define("Python3_EXECUTABLE", spec["python"].command.path))
         return args
 
     def _mpiexec_preflags(self):

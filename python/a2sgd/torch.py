@@ -1,0 +1,253 @@
+"""A2SGD as a PyTorch DDP communication hook, on the a2sgd library's kernels (docs/pytorch.md).
+
+    from a2sgd.torch import A2SGDState, a2sgd_hook
+    model = torch.nn.parallel.DistributedDataParallel(model)
+    state = A2SGDState(process_group=None, granularity="layer", zero_gradient="hold")
+    model.register_comm_hook(state, a2sgd_hook)
+
+Per bucket (DDP's flat gradient buffer), the hook folds the error-compensated gradient a = g + e
+into two local means per segment (the whole bucket, or with granularity="layer" each parameter's
+gradient) with the library's fused kernel, all-reduces only those scalars (2 doubles per segment,
+4 with averaging="weighted") through torch.distributed.all_reduce on the state's process group, and
+writes the reconstructed update back into the bucket's memory; the residual e lives in the state.
+The options are a2sgd-train's `--a2sgd-*` options, with its names and defaults.
+"""
+import math
+
+import torch
+import torch.distributed as dist
+
+from . import _a2sgd
+
+__all__ = ["A2SGDState", "a2sgd_hook", "available_methods", "default_average_period", "PeriodicAverager"]
+
+_CHOICES = {"averaging": ("mean", "weighted"), "residual": ("local", "global"), "granularity": ("model", "layer"),
+            "zero_gradient": ("move", "hold")}
+
+
+def available_methods():
+    """The exchange methods a2sgd.torch registers as DDP communication hooks, by name."""
+    return {"a2sgd": a2sgd_hook}
+
+
+def _check_bucket_tensor(t, what):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"a2sgd: {what} is a {type(t).__name__}, not a torch.Tensor")
+    if t.dtype != torch.float32:
+        raise TypeError(f"a2sgd: {what} is {t.dtype}; the A2SGD kernels take float32 gradients "
+                        "(train in float32, or register torch's fp16_compress_hook instead)")
+    if t.device.type == "cpu" and not _a2sgd.host_memory():
+        raise TypeError(f"a2sgd: {what} is on the CPU but this a2sgd was built for {_a2sgd.memory_space()}")
+    if t.device.type != "cpu" and _a2sgd.host_memory():
+        raise TypeError(f"a2sgd: {what} is on {t.device}, but this a2sgd was built for the host only "
+                        "(build the library with Kokkos CUDA or HIP for device tensors)")
+    if not t.is_contiguous():
+        raise ValueError(f"a2sgd: {what} is not contiguous")
+
+
+class A2SGDState:
+    """The hook's state: options, and per DDP bucket its error-feedback residual and segment bounds.
+
+    process_group: the group the scalars are all-reduced on (None: the default group).
+    module: the model DDP wraps (or the DDP module); its parameter names key the residuals in
+        state_dict(), so that a run resumed under a new DDP (whose buckets may be laid out
+        differently) gets every parameter's residual back. Needed for state_dict() only.
+    averaging: "mean" (2 scalars per segment) or "weighted" (4: sums and counts).
+    residual: "local" (e = a - the local mean of a's sign) or "global" (the global mean).
+    granularity: "model" (one pair of means per bucket) or "layer" (one per parameter tensor).
+    error_feedback: carry e into the next step (True; False for ablations only).
+    zero_gradient: "move" (an entry with g == 0 is classed by its residual) or "hold" (left out).
+    warmup_steps: the first steps all-reduce the dense gradient (the residual untouched).
+
+    DDP lays its buckets out anew after the first iteration (in the order gradients became ready):
+    the state keeps each bucket's residual with the parameters it covers and moves every
+    parameter's residual to its new place when the layout changes (once, not every step).
+    state_dict() / load_state_dict() carry the residuals per parameter and the step count, so that
+    a resumed run continues bit for bit; torch.save(state.state_dict(), ...) next to the model's.
+    """
+
+    def __init__(self, process_group=None, module=None, averaging="mean", residual="local", granularity="model",
+                 error_feedback=True, zero_gradient="move", warmup_steps=0):
+        for name, value in (("averaging", averaging), ("residual", residual), ("granularity", granularity),
+                            ("zero_gradient", zero_gradient)):
+            if value not in _CHOICES[name]:
+                raise ValueError(f"a2sgd: {name} must be one of {', '.join(_CHOICES[name])} (got {value!r})")
+        if not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError(f"a2sgd: warmup_steps must be a non-negative int (got {warmup_steps!r})")
+        if module is not None and not isinstance(module, torch.nn.Module):
+            raise TypeError(f"a2sgd: module is a {type(module).__name__}, not a torch.nn.Module")
+        self.process_group = process_group
+        self.module = getattr(module, "module", module)  # DDP's wrapped module: names without "module."
+        self.averaging = averaging
+        self.residual = residual
+        self.granularity = granularity
+        self.error_feedback = bool(error_feedback)
+        self.zero_gradient = zero_gradient
+        self.warmup_steps = warmup_steps
+        self.iteration = 0             # steps completed (counted at the last bucket)
+        self.residuals = {}            # bucket index -> float32 tensor of the bucket's size
+        self._layouts = {}             # bucket index -> the parameters it covers, in buffer order
+        self._pending = {}             # parameter name -> residual loaded, not yet placed
+        self.bytes_handed = 0          # bytes handed to all_reduce by this rank, all steps
+        self.bytes_last_step = 0       # ... in the last step
+
+    def _world_size(self):
+        return dist.get_world_size(self.process_group)
+
+    def options(self):
+        return dict(averaging=self.averaging, residual_reference=self.residual, error_feedback=self.error_feedback,
+                    zero_gradient=self.zero_gradient)
+
+    def _names(self):
+        if self.module is None:
+            raise ValueError("a2sgd: A2SGDState(module=model) is needed to save or load the residuals by parameter")
+        return {id(p): name for name, p in self.module.named_parameters()}
+
+    def _residual(self, bucket, buffer):
+        """The bucket's residual in its current layout; re-laid out (once) when DDP rebuilt the bucket."""
+        index = bucket.index()
+        params = list(bucket.parameters())
+        layout = tuple((id(p), p.numel()) for p in params)
+        r = self.residuals.get(index)
+        if r is not None and self._layouts.get(index) == layout:
+            return r
+        # Every parameter's residual so far, from whichever bucket held it, or from a loaded state.
+        known = {}
+        for i, old in self.residuals.items():
+            offset = 0
+            for key, numel in self._layouts[i]:
+                known[(key, numel)] = old[offset:offset + numel]
+                offset += numel
+        names = self._names() if self._pending else {}
+        new = torch.zeros_like(buffer, memory_format=torch.contiguous_format)
+        offset = 0
+        for p in params:
+            piece = known.get((id(p), p.numel()))
+            if piece is None and names.get(id(p)) in self._pending:
+                piece = self._pending.pop(names[id(p)]).reshape(-1)
+                if piece.numel() != p.numel():
+                    raise ValueError(f"a2sgd: the saved residual of {names[id(p)]} has {piece.numel()} values, "
+                                     f"the parameter {p.numel()}")
+            if piece is not None:
+                new[offset:offset + p.numel()].copy_(piece)
+            offset += p.numel()
+        if offset != buffer.numel():
+            raise ValueError(f"a2sgd: bucket {index}'s parameters cover {offset} values, its buffer {buffer.numel()}")
+        self.residuals[index] = new
+        self._layouts[index] = layout
+        return new
+
+    def _saved_options(self):
+        return dict(averaging=self.averaging, residual=self.residual, granularity=self.granularity,
+                    error_feedback=self.error_feedback, zero_gradient=self.zero_gradient,
+                    warmup_steps=self.warmup_steps)
+
+    def state_dict(self):
+        names = self._names()
+        per_param = {}
+        for i, r in self.residuals.items():
+            offset = 0
+            for (key, numel) in self._layouts[i]:
+                per_param[names[key]] = r[offset:offset + numel].clone()
+                offset += numel
+        per_param.update({k: v.clone() for k, v in self._pending.items()})
+        return {"options": self._saved_options(), "iteration": self.iteration, "bytes_handed": self.bytes_handed, "residuals": per_param}
+
+    def load_state_dict(self, sd):
+        options = self._saved_options()
+        if sd.get("options") != options:
+            raise ValueError(f"a2sgd: the saved state's options {sd.get('options')} differ from this state's {options}")
+        unknown = set(sd["residuals"]) - set(self._names().values())
+        if unknown:
+            raise ValueError(f"a2sgd: the saved residuals name parameters this module lacks: {sorted(unknown)[:5]}")
+        self.iteration = int(sd["iteration"])
+        self.bytes_handed = int(sd["bytes_handed"])
+        self.residuals, self._layouts = {}, {}
+        self._pending = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in sd["residuals"].items()}
+
+
+def _bounds(state, bucket, n):
+    if state.granularity == "model":
+        return [0, n]
+    return _a2sgd.segment_bounds(n, [g.numel() for g in bucket.gradients()])
+
+
+def a2sgd_hook(state, bucket):
+    """DDP communication hook: A2SGD on one bucket. Returns a Future of the bucket's update."""
+    if not isinstance(state, A2SGDState):
+        raise TypeError(f"a2sgd_hook: the state is a {type(state).__name__}, not an a2sgd.torch.A2SGDState")
+    buffer = bucket.buffer()
+    _check_bucket_tensor(buffer, f"bucket {bucket.index()}'s gradient buffer")
+    world = state._world_size()
+    if bucket.index() == 0:
+        state.bytes_last_step = 0
+    if state.iteration < state.warmup_steps:
+        # Dense warm-up: the averaged gradient, as DDP's default all-reduce gives it.
+        state.bytes_last_step += 4 * buffer.numel()
+        state.bytes_handed += 4 * buffer.numel()
+        buffer.div_(world)
+        fut = dist.all_reduce(buffer, group=state.process_group, async_op=True).get_future()
+        if bucket.is_last():
+            state.iteration += 1
+        return fut.then(lambda f: f.value()[0])
+
+    n = buffer.numel()
+    residual = state._residual(bucket, buffer)
+    bounds = _bounds(state, bucket, n)
+    opts = state.options()
+    payload, local_means, non_finite = _a2sgd.encode(buffer.data_ptr(), residual.data_ptr(), n, bounds, **opts)
+    scalars = torch.tensor(payload, dtype=torch.float64, device=buffer.device)
+    state.bytes_last_step += scalars.numel() * scalars.element_size()
+    state.bytes_handed += scalars.numel() * scalars.element_size()
+    if bucket.is_last():
+        state.iteration += 1
+    fut = dist.all_reduce(scalars, group=state.process_group, async_op=True).get_future()
+
+    def decode(f):
+        reduced = f.value()[0].cpu().tolist()
+        means = _a2sgd.global_means(reduced, state.averaging, world)
+        if not all(math.isfinite(v) for pair in means for v in pair):
+            who = (f"this rank's gradient has {non_finite} non-finite (NaN/Inf) entries" if non_finite
+                   else "another rank's gradient has non-finite (NaN/Inf) entries")
+            raise FloatingPointError(f"a2sgd: bucket {bucket.index()}: {who}; the bucket was not updated")
+        _a2sgd.decode_in_place(buffer.data_ptr(), residual.data_ptr(), n, bounds, local_means, means, **opts)
+        return buffer
+
+    return fut.then(decode)
+
+
+def default_average_period(optimizer):
+    """a2sgd-train's default period of the replicas' model average for this optimizer: 100 steps with
+    momentum or Adam (each replica follows its own optimizer state), 0 (never) with plain SGD."""
+    if isinstance(optimizer, torch.optim.SGD):
+        return 100 if any(g.get("momentum", 0) for g in optimizer.param_groups) else 0
+    return 100
+
+
+class PeriodicAverager:
+    """Averages the replicas' parameters every `period` steps (call step() after optimizer.step()):
+    one all-reduce of the model, as a2sgd-train's --a2sgd-average-every does. period 0: never."""
+
+    def __init__(self, module, period, process_group=None):
+        if not isinstance(period, int) or period < 0:
+            raise ValueError(f"a2sgd: period must be a non-negative int (got {period!r})")
+        self.module, self.period, self.process_group, self.steps = module, period, process_group, 0
+        self.bytes_handed = 0
+
+    def step(self):
+        self.steps += 1
+        if self.period and self.steps % self.period == 0:
+            self.average()
+
+    @torch.no_grad()
+    def average(self):
+        world = dist.get_world_size(self.process_group)
+        params = [p for p in self.module.parameters()]
+        flat = torch.cat([p.detach().reshape(-1) for p in params])
+        dist.all_reduce(flat, group=self.process_group)
+        flat.div_(world)
+        self.bytes_handed += flat.numel() * flat.element_size()
+        offset = 0
+        for p in params:
+            p.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()

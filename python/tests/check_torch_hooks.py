@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""a2sgd.torch's DDP communication hook (docs/pytorch.md), over gloo on 2 processes of this machine.
+
+- the hook's update and residual follow the specification (docs/algorithm.md), computed here in
+  float64 from both ranks' gradients: u_i = M(sign a_i), e_i = a_i - mu(sign a_i), within float
+  rounding; layer-wise per parameter tensor; with hold, entries without gradient neither move nor
+  shed their residual (the library's own test checks the same kernels against its MPI exchange bit
+  for bit);
+- each rank hands all_reduce exactly 16 bytes per bucket and step (2 float64), 16 per parameter
+  tensor layer-wise, 32 with weighted averaging;
+- the residual carries across steps, and state_dict()/load_state_dict() resume bit for bit;
+- bad input: a float16 or non-contiguous bucket, a tensor on a device this build does not serve,
+  wrong options or state, a process group of 1 (handled: the local means are the global ones);
+- a small MLP on Fashion-MNIST trained with the hook and the periodic average ends within 1 point of
+  DDP's default all-reduce (same data, seed and steps).
+
+Usage: check_torch_hooks.py WORK_DIR [--quick]   (PYTHONPATH must reach the a2sgd package)
+"""
+import gc
+import gzip
+import math
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import traceback
+
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+except ImportError as e:  # only where torch is absent; CI installs it
+    print(f"SKIPPED: no torch for {sys.executable} ({e})")
+    sys.exit(0)
+
+import a2sgd.torch as at
+
+work = sys.argv[1]  # emptied by the main process only: the spawned workers import this file too
+failures = []
+
+
+def check(cond, text, rank=0):
+    if rank == 0:
+        print(("ok   " if cond else "FAIL ") + text, flush=True)
+    if not cond:
+        failures.append(text)
+
+
+class FakeBucket:
+    """What DDP hands a hook, for the single-process cases: buffer(), gradients(), index(), is_last()."""
+
+    def __init__(self, buffer, sizes=None, index=0, params=None):
+        self._buffer, self._index = buffer, index
+        sizes = sizes or [buffer.numel()]
+        # DDP hands the same parameter objects every step: the state keys its residual layout by them.
+        self._params = params or [torch.empty(s) for s in sizes]
+        self._grads, offset = [], 0
+        for s in sizes:
+            self._grads.append(buffer.view(-1)[offset:offset + s] if buffer.is_contiguous() else buffer[:s])
+            offset += s
+
+    def buffer(self):
+        return self._buffer
+
+    def gradients(self):
+        return self._grads
+
+    def index(self):
+        return self._index
+
+    def is_last(self):
+        return True
+
+    def parameters(self):
+        return self._params
+
+
+def reference(gs, es, bounds, hold):
+    """u, e and the means from every rank's g and e (float64), per segment, per docs/algorithm.md."""
+    p = len(gs)
+    us, new_es = [], []
+    mus = []
+    for g, e in zip(gs, es):
+        a = g.double() + e.double()
+        mu = []
+        for s in range(len(bounds) - 1):
+            seg = a[bounds[s]:bounds[s + 1]]
+            active = (g[bounds[s]:bounds[s + 1]] != 0) if hold else torch.ones_like(seg, dtype=torch.bool)
+            pos, neg = (seg > 0) & active, (seg < 0) & active
+            mu.append((seg[pos].mean().item() if pos.any() else 0.0, seg[neg].mean().item() if neg.any() else 0.0))
+        mus.append(mu)
+    glob = [(sum(m[s][0] for m in mus) / p, sum(m[s][1] for m in mus) / p) for s in range(len(bounds) - 1)]
+    for r, (g, e) in enumerate(zip(gs, es)):
+        a = g.double() + e.double()
+        u, ne = torch.zeros_like(a), a.clone()
+        for s in range(len(bounds) - 1):
+            sl = slice(bounds[s], bounds[s + 1])
+            active = (g[sl] != 0) if hold else torch.ones_like(a[sl], dtype=torch.bool)
+            pos, neg = (a[sl] > 0) & active, (a[sl] < 0) & active
+            u[sl] = torch.where(pos, glob[s][0], torch.where(neg, glob[s][1], 0.0))
+            ne[sl] = a[sl] - torch.where(pos, mus[r][s][0], torch.where(neg, mus[r][s][1], 0.0))
+        us.append(u)
+        new_es.append(ne)
+    return us, new_es
+
+
+def tiny_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+
+
+def ddp_steps(rank, state, steps, seed=5, model=None, start=0, replica=None):
+    model = model or tiny_model(seed)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    if replica is not None:
+        # DDP's constructor copies rank 0's parameters to every rank; A2SGD's replicas differ, so a
+        # resumed run loads each rank's own replica after wrapping (docs/pytorch.md).
+        model.load_state_dict(replica)
+    ddp.register_comm_hook(state, at.a2sgd_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for s in range(start, start + steps):
+        gen = torch.Generator().manual_seed(1000 * s + rank)
+        x, y = torch.randn(8, 20, generator=gen), torch.randint(0, 3, (8,), generator=gen)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+    # A DDP that is not collected keeps its reducer's hooks on the parameters, and the next DDP over
+    # the same model would run both (as a new process does not).
+    del ddp, opt
+    gc.collect()
+    return model
+
+
+def load_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic, count = struct.unpack(">II", data[:8])
+    if magic == 2051:
+        rows, cols = struct.unpack(">II", data[8:16])
+        return torch.frombuffer(bytearray(data[16:]), dtype=torch.uint8).view(count, rows * cols).float() / 255.0
+    return torch.frombuffer(bytearray(data[8:]), dtype=torch.uint8).long()
+
+
+def fashion_dir():
+    home = os.environ.get("A2SGD_DATA_DIR") or os.path.join(
+        os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share"), "a2sgd")
+    for d in (os.path.join(home, "fashion-mnist"), "/usr/share/datasets/fashion-mnist"):
+        if os.path.exists(os.path.join(d, "train-images-idx3-ubyte.gz")):
+            return d
+    return None
+
+
+def train_mlp(rank, world, hook, steps, seed=1):
+    d = fashion_dir()
+    xtr, ytr = load_idx(f"{d}/train-images-idx3-ubyte.gz"), load_idx(f"{d}/train-labels-idx1-ubyte.gz")
+    xte, yte = load_idx(f"{d}/t10k-images-idx3-ubyte.gz"), load_idx(f"{d}/t10k-labels-idx1-ubyte.gz")
+    mean, std = xtr.mean(), xtr.std()
+    xtr, xte = (xtr - mean) / std, (xte - mean) / std
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 10))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    state = None
+    if hook == "a2sgd":
+        state = at.A2SGDState()
+        ddp.register_comm_hook(state, at.a2sgd_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    averager = at.PeriodicAverager(model, at.default_average_period(opt))
+    batch = 64
+    perm_gen = torch.Generator().manual_seed(seed)
+    shard = len(xtr) // world
+    order = torch.randperm(len(xtr), generator=perm_gen)[rank * shard:(rank + 1) * shard]
+    for s in range(steps):
+        idx = order[(s * batch) % shard:(s * batch) % shard + batch]
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ddp(xtr[idx]), ytr[idx]).backward()
+        opt.step()
+        averager.step()
+    # The deployed model: the replicas' average (as a2sgd-train's final evaluation).
+    averager.average()
+    with torch.no_grad():
+        acc = (model(xte).argmax(1) == yte).float().mean().item()
+    return acc, state
+
+
+def worker(rank, world, init, out, quick):
+    import faulthandler
+    faulthandler.dump_traceback_later(600, exit=True)  # a hang reports where, well inside the test's limit
+    try:
+        dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+        results = {}
+        # 1. The update and residual against the specification, 3 steps, every option that changes them.
+        for opts in (dict(), dict(granularity="layer"), dict(zero_gradient="hold"), dict(averaging="weighted"),
+                     dict(residual="global")):
+            state = at.A2SGDState(**opts)
+            n, sizes = 3001, [1000, 1, 2000]
+            params = [torch.empty(s) for s in sizes]
+            e_prev = torch.zeros(n)
+            ok = True
+            for step in range(3):
+                gen = torch.Generator().manual_seed(10 * step + rank)
+                g = torch.randn(n, generator=gen) * torch.tensor([0.1] * 1000 + [5.0] + [1.0] * 2000)
+                g[::7] = 0.0
+                gs = [torch.empty(n) for _ in range(world)]
+                dist.all_gather(gs, g)
+                es = [torch.empty(n) for _ in range(world)]
+                dist.all_gather(es, e_prev)
+                buf = g.clone()
+                bounds = [0, 1000, 1001, 3001] if opts.get("granularity") == "layer" else [0, n]
+                at.a2sgd_hook(state, FakeBucket(buf, sizes, params=params)).wait()
+                if opts.get("averaging") == "weighted" or opts.get("residual") == "global":
+                    # Other averages or residual references: the update is still two values per segment,
+                    # taken where a = g + e has that sign.
+                    a = g + e_prev
+                    vals = set(torch.unique(buf[a > 0]).tolist()) | set(torch.unique(buf[a < 0]).tolist())
+                    ok &= len(vals) == 2 and bool((buf[a == 0] == 0).all())
+                else:
+                    us, new_es = reference(gs, es, bounds, opts.get("zero_gradient") == "hold")
+                    scale = g.abs().max().item() + e_prev.abs().max().item()
+                    tol = 8 * 2.0 ** -24 * scale
+                    ok &= (buf.double() - us[rank]).abs().max().item() <= tol
+                    ok &= (state.residuals[0].double() - new_es[rank]).abs().max().item() <= tol
+                e_prev = state.residuals[0].clone()
+            results[f"spec {opts}"] = ok
+            # 2. bytes handed to all_reduce per step and bucket
+            results[f"bytes {opts}"] = state.bytes_last_step
+        # 3. resume bit for bit: 5 steps straight against 3 + save/load + 2
+        straight = ddp_steps(rank, at.A2SGDState(granularity="layer", zero_gradient="hold"), 5)
+        m1 = tiny_model(5)
+        s1 = at.A2SGDState(module=m1, granularity="layer", zero_gradient="hold")
+        ddp_steps(rank, s1, 3, model=m1)
+        path = os.path.join(os.path.dirname(init[len("file://"):]), f"state{rank}.pt")
+        torch.save({"model": m1.state_dict(), "a2sgd": s1.state_dict()}, path)
+        saved = torch.load(path)
+        m2 = tiny_model(99)
+        s2 = at.A2SGDState(module=m2, granularity="layer", zero_gradient="hold")
+        s2.load_state_dict(saved["a2sgd"])
+        resumed = ddp_steps(rank, s2, 2, model=m2, start=3, replica=saved["model"])
+        results["resume"] = all(torch.equal(a, b) for a, b in zip(straight.parameters(), resumed.parameters()))
+        results["residual carried"] = bool(s1.residuals) and any(r.abs().sum() > 0 for r in s1.residuals.values())
+        # 4. the MLP against DDP's default all-reduce
+        if not quick and fashion_dir():
+            steps = 900
+            results["mlp dense"], _ = train_mlp(rank, world, "dense", steps)
+            results["mlp a2sgd"], st = train_mlp(rank, world, "a2sgd", steps)
+            results["mlp a2sgd bytes per step"] = st.bytes_last_step
+        torch.save(results, os.path.join(out, f"results{rank}.pt"))
+        dist.destroy_process_group()
+    except Exception:
+        traceback.print_exc()
+        raise
+
+
+def single_process_cases():
+    tmp = tempfile.mkdtemp(dir=work)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/rdv1", rank=0, world_size=1)
+    try:
+        state = at.A2SGDState()
+        for bad, what, err in ((torch.zeros(10, dtype=torch.float16), "a float16 bucket", TypeError),
+                               (torch.zeros(10, dtype=torch.bfloat16), "a bfloat16 bucket", TypeError),
+                               (torch.zeros(20)[::2], "a non-contiguous bucket", ValueError),
+                               (torch.zeros(10, device="meta"), "a tensor on a device this build does not serve",
+                                TypeError)):
+            try:
+                at.a2sgd_hook(state, FakeBucket(bad))
+                check(False, f"{what}: refused")
+            except err as e:
+                check("a2sgd" in str(e), f"{what}: {err.__name__} ({e})")
+        for kw in (dict(granularity="rows"), dict(averaging="median"), dict(warmup_steps=-1)):
+            try:
+                at.A2SGDState(**kw)
+                check(False, f"A2SGDState({kw}) refused")
+            except ValueError as e:
+                check(True, f"A2SGDState({kw}): ValueError ({e})")
+        try:
+            at.a2sgd_hook(object(), FakeBucket(torch.zeros(4)))
+            check(False, "a state of the wrong type refused")
+        except TypeError as e:
+            check(True, f"a state of the wrong type: TypeError ({e})")
+        try:
+            m = tiny_model(1)
+            at.A2SGDState(module=m, granularity="layer").load_state_dict(at.A2SGDState(module=m).state_dict())
+            check(False, "a saved state with other options refused")
+        except ValueError as e:
+            check(True, f"a saved state with other options: ValueError ({e})")
+        # A process group of 1: the global means are this rank's local ones.
+        g = torch.tensor([1.0, 3.0, -2.0, 0.0, -4.0])
+        buf = g.clone()
+        at.a2sgd_hook(state, FakeBucket(buf)).wait()
+        check(buf.tolist() == [2.0, 2.0, -3.0, 0.0, -3.0], f"a process group of 1: u = the local means ({buf.tolist()})")
+        check(state.residuals[0].tolist() == [-1.0, 1.0, 1.0, 0.0, -1.0], "... and e = a - mu")
+        buf = torch.tensor([float("nan"), 1.0])
+        try:
+            at.a2sgd_hook(at.A2SGDState(), FakeBucket(buf)).wait()
+            check(False, "a NaN gradient raises")
+        except Exception as e:
+            check("non-finite" in str(e), f"a NaN gradient raises, naming it ({type(e).__name__})")
+        check(sorted(at.available_methods()) == ["a2sgd"], f"available_methods(): {sorted(at.available_methods())}")
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    quick = "--quick" in sys.argv
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    single_process_cases()
+    world = 2
+    tmp = tempfile.mkdtemp(dir=work)
+    mp.spawn(worker, args=(world, f"file://{tmp}/rdv", work, quick), nprocs=world, join=True)
+    results = [torch.load(os.path.join(work, f"results{r}.pt")) for r in range(world)]
+    for key in results[0]:
+        if key.startswith("spec"):
+            check(all(r[key] for r in results), f"{key[5:] or 'defaults'}: update and residual as specified (3 steps, 2 ranks)")
+        if key.startswith("bytes"):
+            opts = key[6:]
+            want = 16 * (3 if "layer" in opts else 1) * (2 if "weighted" in opts else 1)
+            check(all(r[key] == want for r in results), f"{opts}: {results[0][key]} bytes per step to all_reduce (expected {want})")
+    check(all(r["resume"] for r in results), "3 steps + save/load + 2 steps = 5 steps, bit for bit")
+    check(all(r["residual carried"] for r in results), "the residual is carried in the state")
+    if "mlp dense" in results[0]:
+        d, a = results[0]["mlp dense"], results[0]["mlp a2sgd"]
+        print(f"MLP on Fashion-MNIST, 2 ranks, 900 steps: DDP all-reduce {d:.4f}, a2sgd hook {a:.4f}")
+        check(a >= d - 0.01, f"the a2sgd hook ends within 1 point of DDP's all-reduce ({a:.4f} against {d:.4f})")
+        check(results[0]["mlp a2sgd bytes per step"] == 16 * 1, "the MLP: one bucket, 16 bytes per step")
+    elif not quick:
+        print("note: no Fashion-MNIST (scripts/fetch_data.sh fashion-mnist): the MLP case is not run")
+    print(f"{len(failures)} failed" if failures else "every check passed")
+    sys.exit(1 if failures else 0)
