@@ -137,6 +137,26 @@ def sweep_block(cell_name):
     return generate
 
 
+@generator("sweep-best", SWEEP)
+def sweep_best(root):
+    """Every cell's best rate per method, next to dense's best in the same cell."""
+    cells = lr_sweep_report.read_sweep(os.path.join(root, SWEEP))
+    best = lr_sweep_report.best_rates(cells)
+    lines = ["| model, ranks, optimizer | method | best rate | its score | dense at its best rate | rates tried |",
+             "|---|---|---|---|---|---|"]
+    for cell in sorted(best):
+        model = lr_sweep_report.CELL.match(cell).group(1)
+        form = lr_sweep_report.SCORES[model][3]
+        dense = best[cell].get("dense")
+        for method in sorted(best[cell], key=lambda m: (m != "dense", m != "a2sgd", m)):
+            b = best[cell][method]
+            edge = " (edge of the grid)" if b["edge"] else ""
+            ref = f"{format(dense['score'], form)} at {dense['lr']:g}" if dense else "not swept"
+            lines.append(f"| {cell.replace('_', ', ')} | {method} | {b['lr']:g}{edge} | {format(b['score'], form)} "
+                         f"| {ref} | {', '.join(b['tried'])} |")
+    return lines + ["", source_line(SWEEP, "the best rate of every method in every cell")]
+
+
 for _cell in ("lstm_p2_sgd", "lstm_p2_adam", "mlp_p4_sgd", "mlp_p4_momentum", "mlp_p4_adam"):
     generator("sweep-" + _cell.replace("_", "-"), f"{SWEEP}/{_cell}")(sweep_block(_cell))
 

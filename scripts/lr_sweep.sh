@@ -14,7 +14,8 @@
 #   --model M           lstm (Penn Treebank, default) or mlp (Fashion-MNIST)
 #   --ranks "P ..."     rank counts (default 2)
 #   --methods "M ..."   exchange methods (default "dense a2sgd topk qsgd powersgd")
-#   --optimizers "O ..." optimizers (default "sgd adam"; mlp also momentum, with --momentum 0.9)
+#   --optimizers "O ..." optimizers (default: lstm "sgd adam", mlp "sgd momentum adam"; momentum
+#                       with --momentum 0.9)
 #   --rates "O=R,R,..." the rates of optimizer O (repeatable); defaults: lstm sgd=10,20,30,40
 #                       adam=0.001,0.002,0.003,0.004; mlp sgd=0.05,0.1,0.2,0.4
 #                       momentum=0.01,0.02,0.05,0.1 adam=0.0005,0.001,0.002,0.004
@@ -36,7 +37,7 @@ build=build
 model=lstm
 ranks=2
 methods="dense a2sgd topk qsgd powersgd"
-optimizers="sgd adam"
+optimizers=
 steps=
 eval_every=
 force=0
@@ -70,8 +71,10 @@ while [[ $# -gt 0 ]]; do
 done
 case "$model" in
   lstm) model_opts=(--model lstm --dataset ptb)
+        : "${optimizers:=sgd adam}"
         : "${rates[sgd]:=10,20,30,40}" "${rates[adam]:=0.001,0.002,0.003,0.004}" "${steps:=800}" "${eval_every:=200}" ;;
   mlp) model_opts=(--model mlp)
+       : "${optimizers:=sgd momentum adam}"
        : "${rates[sgd]:=0.05,0.1,0.2,0.4}" "${rates[momentum]:=0.01,0.02,0.05,0.1}" "${rates[adam]:=0.0005,0.001,0.002,0.004}" ;;
   *) die "--model must be lstm or mlp (got '$model')" ;;
 esac
