@@ -14,6 +14,11 @@ the block's first line), so anyone with a clone recomputes every published table
     docs_blocks.py ROOT --check OUTDIR   regenerate every document into OUTDIR (the build tree) and
                                          fail, naming each block, where a committed block differs
     docs_blocks.py ROOT --list           the blocks: document, name, data folder
+    docs_blocks.py ROOT --check OUTDIR --plots
+                                         also redraw the plots of the data folders below into
+                                         OUTDIR/<folder>/ (matplotlib; not compared pixel for
+                                         pixel) and fail where a document shows a plot of such a
+                                         folder that its data does not redraw
 
 A marker naming no generator, a block opened and not closed, or a generator whose data folder is
 committed but whose block stands in no document is an error too (exit 1); --check prints a unified diff of every differing block.
@@ -161,6 +166,38 @@ for _cell in ("lstm_p2_sgd", "lstm_p2_adam", "mlp_p4_sgd", "mlp_p4_momentum", "m
     generator("sweep-" + _cell.replace("_", "-"), f"{SWEEP}/{_cell}")(sweep_block(_cell))
 
 
+# ---- plots: data folder -> f(root, out) drawing its PNGs into out ----
+def _paper_plots(root, out):
+    import subprocess
+    subprocess.run([sys.executable, os.path.join(here, "plot_metrics.py"), os.path.join(root, PAPER), "--out", out],
+                   check=True, capture_output=True, text=True)
+
+
+PLOTS = {PAPER: _paper_plots,
+         SWEEP: lambda root, out: lr_sweep_report.plot(os.path.join(root, SWEEP), out)}
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+\.png)\)")
+
+
+def check_plots(root, outdir):
+    """Redraws every data folder's plots into outdir; returns the errors (plots shown by a document
+    that the data does not redraw)."""
+    errors = []
+    for folder, draw in PLOTS.items():
+        out = os.path.join(outdir, folder)
+        os.makedirs(out, exist_ok=True)
+        try:
+            draw(root, out)
+        except Exception as e:  # a plot that cannot be drawn from the committed data
+            errors.append(f"the plots of {folder}/ cannot be redrawn: {e}")
+    for path in documents(root):
+        for target in IMAGE.findall(open(path).read()):
+            shown = os.path.normpath(os.path.join(os.path.dirname(os.path.relpath(path, root)), target))
+            folder = next((f for f in PLOTS if shown.startswith(f + os.sep)), None)
+            if folder and not os.path.exists(os.path.join(outdir, shown)):
+                errors.append(f"{os.path.relpath(path, root)} shows {shown}, which {folder}/'s data does not redraw")
+    return errors
+
+
 # ---- the blocks in the documents ----
 def documents(root):
     docs = [os.path.join(root, "README.md")]
@@ -220,6 +257,7 @@ def main():
     mode.add_argument("--write", action="store_true", help="rewrite the blocks in place")
     mode.add_argument("--check", metavar="OUTDIR", help="regenerate into OUTDIR and compare")
     mode.add_argument("--list", action="store_true", help="list the blocks")
+    ap.add_argument("--plots", action="store_true", help="with --check: also redraw the plots into OUTDIR")
     a = ap.parse_args()
     root = os.path.abspath(a.root)
     cache, errors, differing, seen = {}, [], [], set()
@@ -253,6 +291,9 @@ def main():
     unused = sorted(n for n in set(GENERATORS) - seen if os.path.isdir(os.path.join(root, GENERATORS[n][1])))
     if unused and not a.list:
         errors.append("generators whose block stands in no document: " + ", ".join(unused))
+    if a.check and a.plots:
+        errors += check_plots(root, a.check)
+        print(f"plots of {', '.join(sorted(PLOTS))} redrawn into {a.check}")
     for e in errors:
         print("error: " + e)
     if a.check:

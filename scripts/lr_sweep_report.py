@@ -137,10 +137,56 @@ def report(directory):
     return best
 
 
+def plot(directory, out=None):
+    """DIR/<cell>.png (or OUT/<cell>.png): each method's final score against the learning rate (log
+    axis), diverged rates marked at the top (or bottom) of the axis. Needs matplotlib."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401
+    paths = []
+    for cell, methods in read_sweep(directory).items():
+        model = CELL.match(cell).group(1)
+        _, lower, label, _ = SCORES[model]
+        fig, ax = plt.subplots(figsize=(6, 4))
+        finite = [s for tried in methods.values() for s, st in tried.values() if st == "ok"]
+        edge = (max(finite) if lower else min(finite)) if finite else 1.0
+        for method, tried in sorted(methods.items()):
+            rates = sorted(tried)
+            ok = [(r, tried[r][0]) for r in rates if tried[r][1] == "ok"]
+            line, = ax.plot([r for r, _ in ok], [s for _, s in ok], marker="o", label=method)
+            bad = [r for r in rates if tried[r][1] == "diverged"]  # unfinished runs are left out
+            if bad:
+                ax.plot(bad, [edge] * len(bad), marker="x", linestyle="none", color=line.get_color())
+        ax.set_xscale("log")
+        if lower:
+            ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xticks(sorted({r for t in methods.values() for r in t}))
+        ax.set_xlabel("learning rate")
+        ax.set_ylabel(label.replace(" of the averaged model", ", averaged model"))
+        diverged = any(st == "diverged" for t in methods.values() for _, st in t.values())
+        ax.set_title(cell.replace("_", ", ") + (" (x: diverged)" if diverged else ""))
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out or directory, f"{cell}.png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("directory", help="the sweep's --out folder")
-    report(ap.parse_args().directory)
+    ap.add_argument("--plots", action="store_true", help="also DIR/<cell>.png (matplotlib)")
+    args = ap.parse_args()
+    report(args.directory)
+    if args.plots:
+        for path in plot(args.directory):
+            print(f"wrote {path}")
 
 
 if __name__ == "__main__":

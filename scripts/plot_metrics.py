@@ -22,6 +22,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="directory of the runs' .jsonl metrics")
     ap.add_argument("--ranks", type=int, default=32, choices=(8, 32, 128), help="p of the modelled time axis")
+    ap.add_argument("--out", help="where the PNGs go (default: DIR, next to the metrics)")
     args = ap.parse_args()
 
     import matplotlib
@@ -68,7 +69,7 @@ def main():
             fig.suptitle(f"LSTM on Penn Treebank, {optimizer.upper()}: validation perplexity "
                          f"({runs[0][2]['world_size']} ranks measured; time axis modelled)")
             fig.tight_layout()
-            path = os.path.join(args.dir, f"ppl_{optimizer}_{gbps}gbps.png")
+            path = os.path.join(args.out or args.dir, f"ppl_{optimizer}_{gbps}gbps.png")
             fig.savefig(path, dpi=110)
             plt.close(fig)
             written.append(path)

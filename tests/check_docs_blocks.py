@@ -26,9 +26,19 @@ def run(root, *args):
     return subprocess.run([sys.executable, script, root, *args], capture_output=True, text=True)
 
 
-r = run(source, "--check", os.path.join(work, "regenerated"))
+try:
+    import matplotlib  # noqa: F401
+    plots = ["--plots"]
+except ImportError:
+    plots = []
+    print(f"note: no matplotlib for {sys.executable}: the plots are not redrawn")
+r = run(source, "--check", os.path.join(work, "regenerated"), *plots)
 print(r.stdout[-3000:])
-check(r.returncode == 0, "the committed documents' generated blocks match the committed data")
+check(r.returncode == 0, "the committed documents' generated blocks match the committed data"
+      + (" and their plots redraw" if plots else ""))
+if plots:
+    check(os.path.isfile(os.path.join(work, "regenerated", "docs", "results", "lr-sweep", "lstm_p2_sgd.png")),
+          "the sweep's plots redrawn into the build tree")
 check(os.path.isfile(os.path.join(work, "regenerated", "docs", "results.md")), "regenerated documents in the build tree")
 
 # A copy of the documents, with the data linked in.
@@ -63,4 +73,10 @@ with open(results, "w") as fh:
     fh.write(text.replace("<!-- end generated: paper-steps -->\n", ""))
 r = run(copy, "--check", os.path.join(work, "regenerated-copy"))
 check(r.returncode == 1 and "'paper-steps' is not closed" in r.stdout, "a block left open fails")
+if plots:
+    with open(results, "w") as fh:
+        fh.write(text + "\n![made by hand](results/paper/ppl_sgd_1gbps.png)\n")
+    r = run(copy, "--check", os.path.join(work, "regenerated-copy"), *plots)
+    check(r.returncode == 1 and "shows docs/results/paper/ppl_sgd_1gbps.png" in r.stdout,
+          "a plot a document shows that its data does not redraw fails")
 finish()
