@@ -166,6 +166,29 @@ for _cell in ("lstm_p2_sgd", "lstm_p2_adam", "mlp_p4_sgd", "mlp_p4_momentum", "m
     generator("sweep-" + _cell.replace("_", "-"), f"{SWEEP}/{_cell}")(sweep_block(_cell))
 
 
+# ---- the PyTorch example (docs/pytorch.md) ----
+TORCH = "docs/results/pytorch"
+TORCH_LABELS = {"allreduce": "DDP's all-reduce (no hook)", "fp16": "torch fp16_compress_hook",
+                "powersgd": "torch PowerSGD hook, rank 1", "a2sgd": "a2sgd.torch a2sgd_hook"}
+
+
+@generator("pytorch-example", TORCH)
+def pytorch_example(root):
+    import json
+    with open(os.path.join(root, TORCH, "example.json")) as f:
+        runs = json.load(f)
+    base = next(r for r in runs if r["exchange"] == "allreduce")
+    lines = ["| exchange | test accuracy | bytes per step and rank | x all-reduce | ms per step | x all-reduce |",
+             "|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {TORCH_LABELS.get(r['exchange'], r['exchange'])} | {r['test_accuracy']:.4f} "
+                     f"| {r['bytes_per_step']:,.0f} | {r['bytes_per_step'] / base['bytes_per_step']:.2g} "
+                     f"| {r['ms_per_step']:.2f} | {r['ms_per_step'] / base['ms_per_step']:.2f} |")
+    r = runs[0]
+    return lines + ["", source_line(TORCH, f"`examples/torch/ddp_hooks.py`: {r['ranks']} ranks, {r['steps']} steps, "
+                                           f"SGD lr {r['lr']:g}, seed {r['seed']}, {r['parameters']:,} parameters")]
+
+
 # ---- plots: data folder -> f(root, out) drawing its PNGs into out ----
 def _paper_plots(root, out):
     import subprocess
