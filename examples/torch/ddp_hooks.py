@@ -13,11 +13,9 @@ step (counted by wrapping torch.distributed.all_reduce), and the median time per
 Fashion-MNIST from the data home (scripts/fetch_data.sh fashion-mnist) or Debian's package.
 """
 import argparse
-import gzip
 import json
 import os
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -28,27 +26,9 @@ import torch.multiprocessing as mp
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
 import a2sgd.torch as at
+from a2sgd.data import find_dataset, load_fashion_mnist
 
 EXCHANGES = ("allreduce", "fp16", "powersgd", "a2sgd")
-
-
-def data_dir():
-    home = os.environ.get("A2SGD_DATA_DIR") or os.path.join(
-        os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share"), "a2sgd")
-    for d in (os.path.join(home, "fashion-mnist"), "/usr/share/datasets/fashion-mnist"):
-        if os.path.exists(os.path.join(d, "train-images-idx3-ubyte.gz")):
-            return d
-    sys.exit("no Fashion-MNIST: scripts/fetch_data.sh fashion-mnist")
-
-
-def load_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, count = struct.unpack(">II", data[:8])
-    if magic == 2051:
-        rows, cols = struct.unpack(">II", data[8:16])
-        return torch.frombuffer(bytearray(data[16:]), dtype=torch.uint8).view(count, rows * cols).float() / 255.0
-    return torch.frombuffer(bytearray(data[8:]), dtype=torch.uint8).long()
 
 
 def run(rank, world, exchange, args, init, out):
@@ -62,11 +42,7 @@ def run(rank, world, exchange, args, init, out):
         return real_all_reduce(tensor, *a, **k)
 
     dist.all_reduce = counting_all_reduce  # the hooks call torch.distributed.all_reduce
-    d = data_dir()
-    xtr, ytr = load_idx(f"{d}/train-images-idx3-ubyte.gz"), load_idx(f"{d}/train-labels-idx1-ubyte.gz")
-    xte, yte = load_idx(f"{d}/t10k-images-idx3-ubyte.gz"), load_idx(f"{d}/t10k-labels-idx1-ubyte.gz")
-    mean, std = xtr.mean(), xtr.std()
-    xtr, xte = (xtr - mean) / std, (xte - mean) / std
+    xtr, ytr, xte, yte = load_fashion_mnist()
     torch.manual_seed(args.seed)
     net = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
                               torch.nn.Linear(256, 10))
@@ -118,6 +94,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--exchanges", default=",".join(EXCHANGES))
     args = ap.parse_args()
+    if find_dataset("fashion-mnist", "train-images-idx3-ubyte.gz") is None:
+        sys.exit("no Fashion-MNIST: a2sgd-fetch-data fashion-mnist (scripts/fetch_data.sh in a source tree)")
     os.makedirs(args.out, exist_ok=True)
     results = []
     for exchange in args.exchanges.split(","):

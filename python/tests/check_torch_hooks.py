@@ -17,11 +17,9 @@
 Usage: check_torch_hooks.py WORK_DIR [--quick]   (PYTHONPATH must reach the a2sgd package)
 """
 import gc
-import gzip
 import math
 import os
 import shutil
-import struct
 import sys
 import tempfile
 import traceback
@@ -35,6 +33,7 @@ except ImportError as e:  # only where torch is absent; CI installs it
     sys.exit(0)
 
 import a2sgd.torch as at
+from a2sgd.data import find_dataset, load_fashion_mnist
 
 work = sys.argv[1]  # emptied by the main process only: the spawned workers import this file too
 failures = []
@@ -132,31 +131,8 @@ def ddp_steps(rank, state, steps, seed=5, model=None, start=0, replica=None):
     return model
 
 
-def load_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    magic, count = struct.unpack(">II", data[:8])
-    if magic == 2051:
-        rows, cols = struct.unpack(">II", data[8:16])
-        return torch.frombuffer(bytearray(data[16:]), dtype=torch.uint8).view(count, rows * cols).float() / 255.0
-    return torch.frombuffer(bytearray(data[8:]), dtype=torch.uint8).long()
-
-
-def fashion_dir():
-    home = os.environ.get("A2SGD_DATA_DIR") or os.path.join(
-        os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share"), "a2sgd")
-    for d in (os.path.join(home, "fashion-mnist"), "/usr/share/datasets/fashion-mnist"):
-        if os.path.exists(os.path.join(d, "train-images-idx3-ubyte.gz")):
-            return d
-    return None
-
-
 def train_mlp(rank, world, hook, steps, seed=1):
-    d = fashion_dir()
-    xtr, ytr = load_idx(f"{d}/train-images-idx3-ubyte.gz"), load_idx(f"{d}/train-labels-idx1-ubyte.gz")
-    xte, yte = load_idx(f"{d}/t10k-images-idx3-ubyte.gz"), load_idx(f"{d}/t10k-labels-idx1-ubyte.gz")
-    mean, std = xtr.mean(), xtr.std()
-    xtr, xte = (xtr - mean) / std, (xte - mean) / std
+    xtr, ytr, xte, yte = load_fashion_mnist()
     torch.manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
                                 torch.nn.Linear(256, 10))
@@ -240,7 +216,7 @@ def worker(rank, world, init, out, quick):
         results["resume"] = all(torch.equal(a, b) for a, b in zip(straight.parameters(), resumed.parameters()))
         results["residual carried"] = bool(s1.residuals) and any(r.abs().sum() > 0 for r in s1.residuals.values())
         # 4. the MLP against DDP's default all-reduce
-        if not quick and fashion_dir():
+        if not quick and find_dataset("fashion-mnist", "train-images-idx3-ubyte.gz"):
             steps = 900
             results["mlp dense"], _ = train_mlp(rank, world, "dense", steps)
             results["mlp a2sgd"], st = train_mlp(rank, world, "a2sgd", steps)
