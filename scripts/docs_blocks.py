@@ -169,7 +169,9 @@ for _cell in ("lstm_p2_sgd", "lstm_p2_adam", "mlp_p4_sgd", "mlp_p4_momentum", "m
 # ---- the PyTorch example (docs/pytorch.md) ----
 TORCH = "docs/results/pytorch"
 TORCH_LABELS = {"allreduce": "DDP's all-reduce (no hook)", "fp16": "torch fp16_compress_hook",
-                "powersgd": "torch PowerSGD hook, rank 1", "a2sgd": "a2sgd.torch a2sgd_hook"}
+                "powersgd": "torch PowerSGD hook, rank 1", "a2sgd": "a2sgd.torch a2sgd_hook",
+                "topk": "a2sgd.torch topk_hook (ratio 0.001)", "qsgd": "a2sgd.torch qsgd_hook (256 levels)",
+                "efsign": "a2sgd.torch efsign_hook"}
 
 
 @generator("pytorch-example", TORCH)
@@ -187,6 +189,25 @@ def pytorch_example(root):
     r = runs[0]
     return lines + ["", source_line(TORCH, f"`examples/torch/ddp_hooks.py`: {r['ranks']} ranks, {r['steps']} steps, "
                                            f"SGD lr {r['lr']:g}, seed {r['seed']}, {r['parameters']:,} parameters")]
+
+
+@generator("pytorch-hook-compute", TORCH)
+def pytorch_hook_compute(root):
+    import json
+    with open(os.path.join(root, TORCH, "hook_compute.json")) as f:
+        r = json.load(f)
+    med, q = r["median_ms"], r["ratios"]
+    lines = ["| pass | median ms |", "|---|---|"]
+    lines += [f"| {name} | {ms:.2f} |" for name, ms in med.items()]
+    lines += ["", f"A2SGD's encode at {100 * q['encode_of_read_ceiling']:.0f}% of the read ceiling (the fastest of the "
+              f"`read:` passes), its decode at {100 * q['decode_of_rmw_ceiling']:.0f}% of the read-modify-write "
+              f"ceiling (the fastest `rmw:` pass); torch's fp16 hook's compute takes "
+              f"{q['fp16_compute_over_a2sgd_kernels']:.2f}x the time of A2SGD's two passes; whole hooks on one "
+              f"rank: fp16 {q['fp16_hook_over_a2sgd_hook']:.2f}x, PowerSGD {q['powersgd_hook_over_a2sgd_hook']:.2f}x "
+              "A2SGD's.", "",
+              source_line(TORCH, f"`python/benchmarks/hook_compute.py --repeats {r['repeats']}`: "
+                                 f"{r['bucket_mib']:g} MiB bucket, {r['threads']} thread, torch {r['torch']}")]
+    return lines
 
 
 # ---- plots: data folder -> f(root, out) drawing its PNGs into out ----

@@ -1,8 +1,12 @@
 #include "MethodTesting.hpp"
 #include "RoundingBounds.hpp"
 
+#include <a2sgd/compress/EfSignCodec.hpp>
 #include <a2sgd/compress/EfSignExchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/compress/QsgdCodec.hpp>
+#include <a2sgd/compress/QsgdExchange.hpp>
+#include <a2sgd/compress/TopkCodec.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/Random.hpp>
 
@@ -216,4 +220,90 @@ TEST_CASE("Top-K, Random-K and EF-sign hand MPI the bytes of docs/methods.md", "
   check_step_plan("topk", {}, {{8 * k}, CollectiveKind::allgather, 1});
   check_step_plan("randomk", {}, {{4 * k}, CollectiveKind::allreduce, 1});
   check_step_plan("efsign", {}, {{4 + 4 * ceil_div(n, 32)}, CollectiveKind::allgather, 1});
+}
+
+// The codecs (TopkCodec.hpp, QsgdCodec.hpp, EfSignCodec.hpp) are what a framework's communication
+// hook calls around its own all-gather: encode, gather every rank's payload, decode into the
+// bucket. On the same gradients that must give the exchanges' update and residual bit for bit
+// (SGD at lr 1 from x = 0 makes x = -u exactly), step after step.
+TEST_CASE("the Top-K, QSGD and EF-sign codecs around an outside all-gather reproduce the exchanges bit for bit",
+          "[topk][qsgd][efsign][codec]") {
+  Communicator comm;
+  const Index n = 5003;
+  const auto p = static_cast<std::size_t>(comm.size());
+  for (const std::string method : {"topk", "qsgd", "efsign"}) {
+    INFO(method);
+    ExchangeConfig cfg;
+    cfg.method = method;
+    if (method == "topk") cfg.options = {{"ratio", "0.01"}};
+    auto ex = make_exchange(cfg, comm, n);
+    Optimizer sgd(OptimizerConfig{}, n);
+    auto x = to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f));
+    FloatView e("codec residual", static_cast<std::size_t>(n));
+    Kokkos::View<std::int64_t, MemorySpace> bad("codec non-finite");
+    TopkCodec topk(n, topk_k(0.01, n));
+    const QsgdCodec qsgd(n, 256);
+    const EfSignCodec efsign(n);
+    for (int step = 0; step < 3; ++step) {
+      INFO("step " << step);
+      const auto g = random_values(static_cast<std::size_t>(n), 31u * step + static_cast<unsigned>(comm.rank()));
+      Kokkos::deep_copy(x, 0.0f);
+      ex->step(x, to_device(g), sgd, 1.0);
+      auto buffer = to_device(g);
+      if (method == "topk") {
+        Kokkos::View<std::uint64_t*, MemorySpace> payload("payload", static_cast<std::size_t>(topk.k()));
+        Kokkos::View<std::uint64_t*, MemorySpace> all("all", static_cast<std::size_t>(topk.k()) * p);
+        topk.encode(ExecutionSpace(), buffer, e, bad, payload);
+        Kokkos::fence();
+        comm.allgather(payload.data(), payload.extent(0), all.data());
+        Kokkos::deep_copy(buffer, 0.0f);
+        TopkCodec::decode_add(ExecutionSpace(), all, buffer, 1.0f / static_cast<float>(p));
+      } else {
+        const Index words = method == "qsgd" ? qsgd.payload_words() : efsign.payload_words();
+        Kokkos::View<std::uint32_t*, MemorySpace> payload("payload", static_cast<std::size_t>(words));
+        Kokkos::View<std::uint32_t*, MemorySpace> all("all", static_cast<std::size_t>(words) * p);
+        if (method == "qsgd")
+          qsgd.encode(ExecutionSpace(), buffer,
+                      QsgdCodec::rounding_key(cfg.seed, static_cast<std::uint64_t>(step), comm.rank()), payload);
+        else
+          efsign.encode(ExecutionSpace(), buffer, e, bad, payload);
+        Kokkos::fence();
+        comm.allgather(payload.data(), payload.extent(0), all.data());
+        if (method == "qsgd")
+          qsgd.decode(ExecutionSpace(), all, buffer, comm.size());
+        else
+          efsign.decode(ExecutionSpace(), all, buffer, comm.size());
+      }
+      Kokkos::fence();
+      const auto u = to_host(buffer), xs = to_host(x);
+      int differ = 0;
+      for (std::size_t i = 0; i < u.size(); ++i) differ += xs[i] != -u[i];
+      CHECK(differ == 0);
+      if (method != "qsgd") {
+        const auto state = ex->state();
+        REQUIRE(state.size() == 1);
+        const auto es = to_host(e), ref = to_host(state[0].view);
+        for (std::size_t i = 0; i < es.size(); ++i) differ += es[i] != ref[i];
+        CHECK(differ == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("the baseline codecs refuse sizes and options they cannot serve", "[topk][qsgd][efsign][codec][errors]") {
+  CHECK(topk_k(0.001, 1000) == 1);
+  CHECK(topk_k(0.0001, 1000) == 1);  // at least one entry
+  CHECK(topk_k(1.0, 1000) == 1000);
+  CHECK_THROWS_AS(topk_k(0.0, 1000), InvalidArgument);
+  CHECK_THROWS_AS(topk_k(1.5, 1000), InvalidArgument);
+  CHECK_THROWS_AS(topk_k(0.5, Index(1) << 32), InvalidArgument);
+  CHECK_THROWS_AS(TopkCodec(0, 1), InvalidArgument);
+  CHECK_THROWS_AS(TopkCodec(10, 11), InvalidArgument);
+  CHECK_THROWS_AS(QsgdCodec(10, 0), InvalidArgument);
+  CHECK_THROWS_AS(QsgdCodec(0, 256), InvalidArgument);
+  CHECK_THROWS_AS(EfSignCodec(0), InvalidArgument);
+  CHECK(QsgdCodec(100, 256).payload_words() == 1 + (100 * 10 + 31) / 32);
+  CHECK(EfSignCodec(100).payload_words() == 1 + 4);
+  CHECK(QsgdCodec::rounding_key(1, 2, 0) != QsgdCodec::rounding_key(1, 2, 1));
+  CHECK(QsgdCodec::rounding_key(1, 2, 0) != QsgdCodec::rounding_key(1, 3, 0));
 }

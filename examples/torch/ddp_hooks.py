@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""One PyTorch model under DistributedDataParallel with four gradient exchanges: DDP's all-reduce,
-torch's fp16 and PowerSGD communication hooks, and a2sgd's hook (docs/pytorch.md).
+"""One PyTorch model under DistributedDataParallel with seven gradient exchanges: DDP's all-reduce,
+torch's fp16 and PowerSGD communication hooks, a2sgd's hook, and the library's Top-K, QSGD and
+EF-sign hooks (docs/pytorch.md).
 
 The model is a2sgd-train's MLP (784-256-256-10, ReLU) on Fashion-MNIST, trained data-parallel on
 --ranks processes over gloo with SGD (--lr, 64 samples per rank and step) from the same seed and
-data order for every exchange. Per exchange it reports the deployed model's test accuracy (for
-a2sgd, the replicas' average, as a2sgd-train deploys), the bytes each rank hands to all_reduce per
-step (counted by wrapping torch.distributed.all_reduce), and the median time per step.
+data order for every exchange, at one learning rate for all (a demonstration of the hooks, not a
+tuned comparison: docs/tuning.md has that). Per exchange it reports the deployed model's test
+accuracy (for a2sgd, the replicas' average, as a2sgd-train deploys), the bytes each rank hands to
+the collectives per step (counted by wrapping torch.distributed.all_reduce and all_gather), and the
+median time per step.
 
     PYTHONPATH=build/python python3 examples/torch/ddp_hooks.py --out results   # then results/example.json
 
@@ -28,20 +31,25 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 import a2sgd.torch as at
 from a2sgd.data import find_dataset, load_fashion_mnist
 
-EXCHANGES = ("allreduce", "fp16", "powersgd", "a2sgd")
+EXCHANGES = ("allreduce", "fp16", "powersgd", "a2sgd", "topk", "qsgd", "efsign")
 
 
 def run(rank, world, exchange, args, init, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     sent = [0]
-    real_all_reduce = dist.all_reduce
+    real_all_reduce, real_all_gather = dist.all_reduce, dist.all_gather
 
     def counting_all_reduce(tensor, *a, **k):
         sent[0] += tensor.numel() * tensor.element_size()
         return real_all_reduce(tensor, *a, **k)
 
-    dist.all_reduce = counting_all_reduce  # the hooks call torch.distributed.all_reduce
+    def counting_all_gather(outputs, tensor, *a, **k):
+        sent[0] += tensor.numel() * tensor.element_size()
+        return real_all_gather(outputs, tensor, *a, **k)
+
+    # The hooks call torch.distributed.all_reduce and all_gather.
+    dist.all_reduce, dist.all_gather = counting_all_reduce, counting_all_gather
     xtr, ytr, xte, yte = load_fashion_mnist()
     torch.manual_seed(args.seed)
     net = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
@@ -55,7 +63,8 @@ def run(rank, world, exchange, args, init, out):
         model.register_comm_hook(powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1,
                                                              start_powerSGD_iter=2), powerSGD_hook.powerSGD_hook)
     else:
-        model.register_comm_hook(at.A2SGDState(module=net), at.a2sgd_hook)
+        state_class, hook = at.available_methods()[exchange]
+        model.register_comm_hook(state_class(module=net) if exchange != "qsgd" else state_class(seed=args.seed), hook)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     averager = at.PeriodicAverager(net, at.default_average_period(opt)) if exchange == "a2sgd" else None
     shard = len(xtr) // world

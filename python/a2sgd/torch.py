@@ -19,15 +19,18 @@ import torch.distributed as dist
 
 from . import _a2sgd
 
-__all__ = ["A2SGDState", "a2sgd_hook", "available_methods", "default_average_period", "PeriodicAverager"]
+__all__ = ["A2SGDState", "a2sgd_hook", "TopKState", "topk_hook", "QSGDState", "qsgd_hook", "EFSignState",
+           "efsign_hook", "available_methods", "default_average_period", "PeriodicAverager"]
 
 _CHOICES = {"averaging": ("mean", "weighted"), "residual": ("local", "global"), "granularity": ("model", "layer"),
             "zero_gradient": ("move", "hold")}
 
 
 def available_methods():
-    """The exchange methods a2sgd.torch registers as DDP communication hooks, by name."""
-    return {"a2sgd": a2sgd_hook}
+    """The exchange methods a2sgd.torch offers as DDP communication hooks: name -> (state class, hook),
+    the names a2sgd-train's --compressor takes."""
+    return {"a2sgd": (A2SGDState, a2sgd_hook), "topk": (TopKState, topk_hook), "qsgd": (QSGDState, qsgd_hook),
+            "efsign": (EFSignState, efsign_hook)}
 
 
 def _check_bucket_tensor(t, what):
@@ -45,63 +48,56 @@ def _check_bucket_tensor(t, what):
         raise ValueError(f"a2sgd: {what} is not contiguous")
 
 
-class A2SGDState:
-    """The hook's state: options, and per DDP bucket its error-feedback residual and segment bounds.
-
-    process_group: the group the scalars are all-reduced on (None: the default group).
-    module: the model DDP wraps (or the DDP module); its parameter names key the residuals in
-        state_dict(), so that a run resumed under a new DDP (whose buckets may be laid out
-        differently) gets every parameter's residual back. Needed for state_dict() only.
-    averaging: "mean" (2 scalars per segment) or "weighted" (4: sums and counts).
-    residual: "local" (e = a - the local mean of a's sign) or "global" (the global mean).
-    granularity: "model" (one pair of means per bucket) or "layer" (one per parameter tensor).
-    error_feedback: carry e into the next step (True; False for ablations only).
-    zero_gradient: "move" (an entry with g == 0 is classed by its residual) or "hold" (left out).
-    warmup_steps: the first steps all-reduce the dense gradient (the residual untouched).
+class _BucketState:
+    """What every hook's state keeps: the process group, the step count, the bytes handed to the
+    collectives, and per DDP bucket an error-feedback residual (for the methods that have one).
 
     DDP lays its buckets out anew after the first iteration (in the order gradients became ready):
     the state keeps each bucket's residual with the parameters it covers and moves every
     parameter's residual to its new place when the layout changes (once, not every step).
-    state_dict() / load_state_dict() carry the residuals per parameter and the step count, so that
-    a resumed run continues bit for bit; torch.save(state.state_dict(), ...) next to the model's.
+    state_dict() / load_state_dict() carry the residuals per parameter (named through `module`)
+    and the step count, so that a resumed run continues bit for bit.
     """
 
-    def __init__(self, process_group=None, module=None, averaging="mean", residual="local", granularity="model",
-                 error_feedback=True, zero_gradient="move", warmup_steps=0):
-        for name, value in (("averaging", averaging), ("residual", residual), ("granularity", granularity),
-                            ("zero_gradient", zero_gradient)):
-            if value not in _CHOICES[name]:
-                raise ValueError(f"a2sgd: {name} must be one of {', '.join(_CHOICES[name])} (got {value!r})")
-        if not isinstance(warmup_steps, int) or warmup_steps < 0:
-            raise ValueError(f"a2sgd: warmup_steps must be a non-negative int (got {warmup_steps!r})")
+    _method = None
+
+    def __init__(self, process_group=None, module=None):
         if module is not None and not isinstance(module, torch.nn.Module):
             raise TypeError(f"a2sgd: module is a {type(module).__name__}, not a torch.nn.Module")
         self.process_group = process_group
         self.module = getattr(module, "module", module)  # DDP's wrapped module: names without "module."
-        self.averaging = averaging
-        self.residual = residual
-        self.granularity = granularity
-        self.error_feedback = bool(error_feedback)
-        self.zero_gradient = zero_gradient
-        self.warmup_steps = warmup_steps
         self.iteration = 0             # steps completed (counted at the last bucket)
         self.residuals = {}            # bucket index -> float32 tensor of the bucket's size
         self._layouts = {}             # bucket index -> the parameters it covers, in buffer order
         self._pending = {}             # parameter name -> residual loaded, not yet placed
-        self.bytes_handed = 0          # bytes handed to all_reduce by this rank, all steps
+        self._codecs = {}              # bucket index -> (size, the method's codec and payload buffers)
+        self.bytes_handed = 0          # bytes handed to the collectives by this rank, all steps
         self.bytes_last_step = 0       # ... in the last step
 
     def _world_size(self):
         return dist.get_world_size(self.process_group)
 
-    def options(self):
-        return dict(averaging=self.averaging, residual_reference=self.residual, error_feedback=self.error_feedback,
-                    zero_gradient=self.zero_gradient)
-
     def _names(self):
         if self.module is None:
-            raise ValueError("a2sgd: A2SGDState(module=model) is needed to save or load the residuals by parameter")
+            raise ValueError(f"a2sgd: {type(self).__name__}(module=model) is needed to save or load the residuals "
+                             "by parameter")
         return {id(p): name for name, p in self.module.named_parameters()}
+
+    def _count(self, bucket, nbytes):
+        if bucket.index() == 0:
+            self.bytes_last_step = 0
+        self.bytes_last_step += nbytes
+        self.bytes_handed += nbytes
+        if bucket.is_last():
+            self.iteration += 1
+
+    def _codec(self, bucket, n, make):
+        """The bucket's codec and buffers, made once per bucket size (DDP's rebuilt buckets differ)."""
+        entry = self._codecs.get(bucket.index())
+        if entry is None or entry[0] != n:
+            entry = (n, make(n))
+            self._codecs[bucket.index()] = entry
+        return entry[1]
 
     def _residual(self, bucket, buffer):
         """The bucket's residual in its current layout; re-laid out (once) when DDP rebuilt the bucket."""
@@ -138,32 +134,82 @@ class A2SGDState:
         return new
 
     def _saved_options(self):
-        return dict(averaging=self.averaging, residual=self.residual, granularity=self.granularity,
-                    error_feedback=self.error_feedback, zero_gradient=self.zero_gradient,
-                    warmup_steps=self.warmup_steps)
+        raise NotImplementedError
 
     def state_dict(self):
-        names = self._names()
         per_param = {}
-        for i, r in self.residuals.items():
-            offset = 0
-            for (key, numel) in self._layouts[i]:
-                per_param[names[key]] = r[offset:offset + numel].clone()
-                offset += numel
-        per_param.update({k: v.clone() for k, v in self._pending.items()})
-        return {"options": self._saved_options(), "iteration": self.iteration, "bytes_handed": self.bytes_handed, "residuals": per_param}
+        if self.residuals or self._pending:
+            names = self._names()
+            for i, r in self.residuals.items():
+                offset = 0
+                for (key, numel) in self._layouts[i]:
+                    per_param[names[key]] = r[offset:offset + numel].clone()
+                    offset += numel
+            per_param.update({k: v.clone() for k, v in self._pending.items()})
+        return {"method": self._method, "options": self._saved_options(), "iteration": self.iteration,
+                "bytes_handed": self.bytes_handed, "residuals": per_param}
 
     def load_state_dict(self, sd):
+        if sd.get("method", self._method) != self._method:
+            raise ValueError(f"a2sgd: the saved state is {sd.get('method')}'s, this state {self._method}'s")
         options = self._saved_options()
         if sd.get("options") != options:
             raise ValueError(f"a2sgd: the saved state's options {sd.get('options')} differ from this state's {options}")
-        unknown = set(sd["residuals"]) - set(self._names().values())
-        if unknown:
-            raise ValueError(f"a2sgd: the saved residuals name parameters this module lacks: {sorted(unknown)[:5]}")
+        if sd["residuals"]:
+            unknown = set(sd["residuals"]) - set(self._names().values())
+            if unknown:
+                raise ValueError(f"a2sgd: the saved residuals name parameters this module lacks: {sorted(unknown)[:5]}")
         self.iteration = int(sd["iteration"])
         self.bytes_handed = int(sd["bytes_handed"])
-        self.residuals, self._layouts = {}, {}
+        self.residuals, self._layouts, self._codecs = {}, {}, {}
         self._pending = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in sd["residuals"].items()}
+
+
+class A2SGDState(_BucketState):
+    """The hook's state: options, and per DDP bucket its error-feedback residual and segment bounds.
+
+    process_group: the group the scalars are all-reduced on (None: the default group).
+    module: the model DDP wraps (or the DDP module); its parameter names key the residuals in
+        state_dict(), so that a run resumed under a new DDP (whose buckets may be laid out
+        differently) gets every parameter's residual back. Needed for state_dict() only.
+    averaging: "mean" (2 scalars per segment) or "weighted" (4: sums and counts).
+    residual: "local" (e = a - the local mean of a's sign) or "global" (the global mean).
+    granularity: "model" (one pair of means per bucket) or "layer" (one per parameter tensor).
+    error_feedback: carry e into the next step (True; False for ablations only).
+    zero_gradient: "move" (an entry with g == 0 is classed by its residual) or "hold" (left out).
+    warmup_steps: the first steps all-reduce the dense gradient (the residual untouched).
+
+    The residuals follow DDP's bucket rebuild, and state_dict() / load_state_dict() carry them per
+    parameter with the step count (see _BucketState), so that a resumed run continues bit for bit:
+    torch.save(state.state_dict(), ...) next to the model's.
+    """
+
+    _method = "a2sgd"
+
+    def __init__(self, process_group=None, module=None, averaging="mean", residual="local", granularity="model",
+                 error_feedback=True, zero_gradient="move", warmup_steps=0):
+        for name, value in (("averaging", averaging), ("residual", residual), ("granularity", granularity),
+                            ("zero_gradient", zero_gradient)):
+            if value not in _CHOICES[name]:
+                raise ValueError(f"a2sgd: {name} must be one of {', '.join(_CHOICES[name])} (got {value!r})")
+        if not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError(f"a2sgd: warmup_steps must be a non-negative int (got {warmup_steps!r})")
+        super().__init__(process_group, module)
+        self.averaging = averaging
+        self.residual = residual
+        self.granularity = granularity
+        self.error_feedback = bool(error_feedback)
+        self.zero_gradient = zero_gradient
+        self.warmup_steps = warmup_steps
+
+    def options(self):
+        return dict(averaging=self.averaging, residual_reference=self.residual, error_feedback=self.error_feedback,
+                    zero_gradient=self.zero_gradient)
+
+    def _saved_options(self):
+        return dict(averaging=self.averaging, residual=self.residual, granularity=self.granularity,
+                    error_feedback=self.error_feedback, zero_gradient=self.zero_gradient,
+                    warmup_steps=self.warmup_steps)
 
 
 def _bounds(state, bucket, n):
@@ -214,6 +260,134 @@ def a2sgd_hook(state, bucket):
         return buffer
 
     return fut.then(decode)
+
+
+class TopKState(_BucketState):
+    """Top-K with error feedback (a2sgd-train's --compressor topk): per bucket, the k = round(ratio n)
+    entries of largest |g + e| as (index, value) pairs, all-gathered (8 k bytes per rank); the
+    update is the ranks' sparse vectors summed and divided by the rank count. ratio: --topk-ratio."""
+
+    _method = "topk"
+
+    def __init__(self, process_group=None, module=None, ratio=0.001):
+        if not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+            raise ValueError(f"a2sgd: ratio must be in (0, 1] (got {ratio!r})")
+        super().__init__(process_group, module)
+        self.ratio = float(ratio)
+
+    def _saved_options(self):
+        return dict(ratio=self.ratio)
+
+
+class QSGDState(_BucketState):
+    """QSGD (a2sgd-train's --compressor qsgd): per bucket, the norm and every entry's sign and level
+    of `levels` (stochastic rounding, no error feedback), packed and all-gathered
+    (4 + 4 ceil(n b / 32) bytes per rank, b = ceil(log2(levels + 1)) + 1 bits per entry). The
+    rounding stream is fixed by (seed, step, rank), so a resumed run rounds as the straight one.
+    levels: --qsgd-levels; seed: a2sgd-train's --seed."""
+
+    _method = "qsgd"
+
+    def __init__(self, process_group=None, levels=256, seed=0):
+        if not isinstance(levels, int) or not 1 <= levels < 2**24:
+            raise ValueError(f"a2sgd: levels must be an int in [1, 16777215] (got {levels!r})")
+        if not isinstance(seed, int) or not 0 <= seed < 2**64:
+            raise ValueError(f"a2sgd: seed must be an int in [0, 2^64) (got {seed!r})")
+        super().__init__(process_group, None)
+        self.levels, self.seed = levels, seed
+
+    def _saved_options(self):
+        return dict(levels=self.levels, seed=self.seed)
+
+
+class EFSignState(_BucketState):
+    """EF-sign (a2sgd-train's --compressor efsign): per bucket, the scale ||g + e||_1 / n and one
+    sign bit per entry, all-gathered (4 + 4 ceil(n / 32) bytes per rank), with error feedback."""
+
+    _method = "efsign"
+
+    def __init__(self, process_group=None, module=None):
+        super().__init__(process_group, module)
+
+    def _saved_options(self):
+        return {}
+
+
+def _stop_on_poison(first_words, what, non_finite, bucket):
+    """Raises when a rank poisoned its payload (a non-finite gradient): every rank sees it."""
+    if not bool(torch.isfinite(first_words).all()):
+        who = (f"this rank's gradient has {non_finite} non-finite (NaN/Inf) entries" if non_finite
+               else "another rank's gradient has non-finite (NaN/Inf) entries")
+        raise FloatingPointError(f"a2sgd {what}: bucket {bucket.index()}: {who}; the bucket was not updated")
+
+
+def _gather_hook(state, bucket, cls, name, make_codec, dtype, encode, first_values):
+    """The baselines' hook: encode the bucket into a payload of `dtype` words, all-gather every
+    rank's payload on the state's group, and decode them into the bucket. first_values(gathered
+    as a (ranks, words) view) gives the float each rank's payload poisons with NaN."""
+    if not isinstance(state, cls):
+        raise TypeError(f"{name}_hook: the state is a {type(state).__name__}, not an a2sgd.torch.{cls.__name__}")
+    buffer = bucket.buffer()
+    _check_bucket_tensor(buffer, f"bucket {bucket.index()}'s gradient buffer")
+    world = state._world_size()
+
+    def make(n):
+        codec = make_codec(n)
+        words = codec.k if name == "topk" else codec.payload_words
+        return (codec, torch.empty(words, dtype=dtype, device=buffer.device),
+                torch.empty(world * words, dtype=dtype, device=buffer.device))
+
+    codec, payload, gathered = state._codec(bucket, buffer.numel(), make)
+    non_finite = encode(codec, buffer, payload)
+    state._count(bucket, payload.numel() * payload.element_size())
+    outputs = list(gathered.view(world, -1).unbind(0))
+    fut = dist.all_gather(outputs, payload, group=state.process_group, async_op=True).get_future()
+
+    def decode(_):
+        _stop_on_poison(first_values(gathered.view(world, -1)), name, non_finite, bucket)
+        codec.decode(gathered.data_ptr(), world, buffer.data_ptr())
+        return buffer
+
+    return fut.then(decode)
+
+
+def _first_float(words):
+    """Each rank's first 32-bit word as float32 (QSGD's norm, EF-sign's scale)."""
+    return words[:, 0].contiguous().view(torch.float32)
+
+
+def topk_hook(state, bucket):
+    """DDP communication hook: Top-K with error feedback on one bucket (TopKState)."""
+    def encode(codec, buffer, payload):
+        residual = state._residual(bucket, buffer)
+        return codec.encode(buffer.data_ptr(), residual.data_ptr(), payload.data_ptr())
+
+    # A poisoned payload carries NaN as its first pair's value (the low 32 bits).
+    return _gather_hook(state, bucket, TopKState, "topk", lambda n: _a2sgd.TopkCodec(n, state.ratio), torch.int64,
+                        encode, lambda w: (w[:, 0] & 0xFFFFFFFF).to(torch.int32).view(torch.float32))
+
+
+def qsgd_hook(state, bucket):
+    """DDP communication hook: QSGD on one bucket (QSGDState)."""
+    def encode(codec, buffer, payload):
+        # The stream of this step and rank, as a2sgd-train draws it for its one buffer; buckets past
+        # the first draw from seeds of their own.
+        rank = dist.get_rank(state.process_group)
+        seed = (state.seed + bucket.index() * 0x9E3779B97F4A7C15) % 2**64
+        codec.encode(buffer.data_ptr(), _a2sgd.QsgdCodec.rounding_key(seed, state.iteration, rank), payload.data_ptr())
+        return "some" if not bool(torch.isfinite(payload[:1].view(torch.float32)).all()) else 0
+
+    return _gather_hook(state, bucket, QSGDState, "qsgd", lambda n: _a2sgd.QsgdCodec(n, state.levels), torch.int32,
+                        encode, _first_float)
+
+
+def efsign_hook(state, bucket):
+    """DDP communication hook: EF-sign on one bucket (EFSignState)."""
+    def encode(codec, buffer, payload):
+        residual = state._residual(bucket, buffer)
+        return codec.encode(buffer.data_ptr(), residual.data_ptr(), payload.data_ptr())
+
+    return _gather_hook(state, bucket, EFSignState, "efsign", _a2sgd.EfSignCodec, torch.int32, encode, _first_float)
 
 
 def default_average_period(optimizer):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """examples/torch/ddp_hooks.py on a short run (60 steps, 2 ranks): every exchange trains past chance,
 and the bytes each rank hands to all_reduce per step are exact: DDP's all-reduce 4 n, fp16 2 n,
-a2sgd 16 (one bucket), PowerSGD between (its two warm-up steps are dense).
+a2sgd 16 (one bucket), Top-K 8 k, QSGD 4 + 4 ceil(10 n / 32), EF-sign 4 + 4 ceil(n / 32) (to
+all_gather), PowerSGD between (its two warm-up steps are dense).
 Usage: check_example.py EXAMPLE WORK_DIR"""
 import json
 import os
@@ -24,7 +25,8 @@ if r.returncode != 0:
 runs = {x["exchange"]: x for x in json.load(open(os.path.join(work, "example.json")))}
 n = runs["allreduce"]["parameters"]
 fails = []
-want = {"allreduce": 4 * n, "fp16": 2 * n, "a2sgd": 16}
+want = {"allreduce": 4 * n, "fp16": 2 * n, "a2sgd": 16, "topk": 8 * max(1, round(0.001 * n)),
+        "qsgd": 4 + 4 * -(-10 * n // 32), "efsign": 4 + 4 * -(-n // 32)}
 for name, b in want.items():
     if runs[name]["bytes_per_step"] != b:
         fails.append(f"{name}: {runs[name]['bytes_per_step']} bytes per step, expected {b}")

@@ -12,7 +12,11 @@
 - bad input: a float16 or non-contiguous bucket, a tensor on a device this build does not serve,
   wrong options or state, a process group of 1 (handled: the local means are the global ones);
 - a small MLP on Fashion-MNIST trained with the hook and the periodic average ends within 1 point of
-  DDP's default all-reduce (same data, seed and steps).
+  DDP's default all-reduce (same data, seed and steps);
+- the baselines' hooks (Top-K, QSGD, EF-sign) against their specification from both ranks'
+  gradients: Top-K's update and residual exactly, EF-sign's within float rounding, QSGD's within its
+  quantisation bound; the bytes each hands all_gather; Top-K and QSGD resume bit for bit; the same
+  bad input refused.
 
 Usage: check_torch_hooks.py WORK_DIR [--quick]   (PYTHONPATH must reach the a2sgd package)
 """
@@ -75,6 +79,13 @@ class FakeBucket:
         return self._params
 
 
+def everyones(t, world):
+    """Every rank's copy of t, in rank order."""
+    out = [torch.empty_like(t) for _ in range(world)]
+    dist.all_gather(out, t)
+    return out
+
+
 def reference(gs, es, bounds, hold):
     """u, e and the means from every rank's g and e (float64), per segment, per docs/algorithm.md."""
     p = len(gs)
@@ -104,19 +115,47 @@ def reference(gs, es, bounds, hold):
     return us, new_es
 
 
+def reference_topk(gs, es, k):
+    """Top-K (ties: lower index): u = sum_r sent_r / p in float32 rank after rank, e_r = a_r - sent_r."""
+    p = len(gs)
+    u = torch.zeros_like(gs[0])
+    new_es = []
+    for g, e in zip(gs, es):
+        a = g + e  # float32, as the kernel folds
+        order = sorted(range(a.numel()), key=lambda i: (-abs(a[i].item()), i))[:k]
+        sent = torch.zeros_like(a)
+        sent[order] = a[order]
+        u += sent * (1.0 / p)
+        new_es.append(a - sent)
+    return u, new_es
+
+
+def reference_efsign(gs, es):
+    """EF-sign in float64: s_r = ||a_r||_1 / n, u = (1/p) sum_r s_r sign(a_r) (0 counts as +), e_r = a_r - s_r sign."""
+    u = torch.zeros_like(gs[0], dtype=torch.float64)
+    new_es = []
+    for g, e in zip(gs, es):
+        a = (g + e).double()
+        s = a.abs().sum() / a.numel()
+        sign = torch.where(a < 0, -1.0, 1.0).double()
+        u += s * sign / len(gs)
+        new_es.append(a - s * sign)
+    return u, new_es
+
+
 def tiny_model(seed):
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
 
 
-def ddp_steps(rank, state, steps, seed=5, model=None, start=0, replica=None):
+def ddp_steps(rank, state, steps, seed=5, model=None, start=0, replica=None, hook=None):
     model = model or tiny_model(seed)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     if replica is not None:
         # DDP's constructor copies rank 0's parameters to every rank; A2SGD's replicas differ, so a
         # resumed run loads each rank's own replica after wrapping (docs/pytorch.md).
         model.load_state_dict(replica)
-    ddp.register_comm_hook(state, at.a2sgd_hook)
+    ddp.register_comm_hook(state, hook or at.a2sgd_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     for s in range(start, start + steps):
         gen = torch.Generator().manual_seed(1000 * s + rank)
@@ -178,10 +217,7 @@ def worker(rank, world, init, out, quick):
                 gen = torch.Generator().manual_seed(10 * step + rank)
                 g = torch.randn(n, generator=gen) * torch.tensor([0.1] * 1000 + [5.0] + [1.0] * 2000)
                 g[::7] = 0.0
-                gs = [torch.empty(n) for _ in range(world)]
-                dist.all_gather(gs, g)
-                es = [torch.empty(n) for _ in range(world)]
-                dist.all_gather(es, e_prev)
+                gs, es = everyones(g, world), everyones(e_prev, world)
                 buf = g.clone()
                 bounds = [0, 1000, 1001, 3001] if opts.get("granularity") == "layer" else [0, n]
                 at.a2sgd_hook(state, FakeBucket(buf, sizes, params=params)).wait()
@@ -201,6 +237,57 @@ def worker(rank, world, init, out, quick):
             results[f"spec {opts}"] = ok
             # 2. bytes handed to all_reduce per step and bucket
             results[f"bytes {opts}"] = state.bytes_last_step
+        # 1b. The baselines' hooks against their specification, 3 steps.
+        n = 3001
+        for name in ("topk", "efsign", "qsgd"):
+            cls, hook = at.available_methods()[name]
+            state = cls(ratio=0.01) if name == "topk" else cls()
+            params = [torch.empty(n)]
+            e_prev = torch.zeros(n)
+            ok = True
+            for step in range(3):
+                g = torch.randn(n, generator=torch.Generator().manual_seed(10 * step + rank))
+                g[::7] = 0.0
+                gs, es = everyones(g, world), everyones(e_prev, world)
+                buf = g.clone()
+                hook(state, FakeBucket(buf, params=params)).wait()
+                if name == "topk":
+                    u, new_es = reference_topk(gs, es, 30)
+                    ok &= torch.equal(buf, u) and torch.equal(state.residuals[0], new_es[rank])
+                elif name == "efsign":
+                    u, new_es = reference_efsign(gs, es)
+                    scale = max(x.abs().max().item() for x in gs) + max(x.abs().max().item() for x in es)
+                    tol = 16 * 2.0 ** -24 * scale  # float32 folds and scales against float64
+                    ok &= (buf.double() - u).abs().max().item() <= tol
+                    ok &= (state.residuals[0].double() - new_es[rank]).abs().max().item() <= tol
+                else:
+                    # |u - mean g| <= (1/p) sum_r ||g_r|| / s (each rank's level is off by less than one
+                    # step of v_r / s), plus float rounding; entries that are 0 on every rank stay 0.
+                    bound = sum(x.norm().item() for x in gs) / 256 / world
+                    mean = torch.stack(gs).double().mean(0)
+                    ok &= (buf.double() - mean).abs().max().item() <= bound * (1 + 1e-5) + 1e-6
+                    ok &= bool((buf[(g == 0) & (torch.stack(gs) == 0).all(0)] == 0).all())
+                e_prev = state.residuals[0].clone() if state.residuals else torch.zeros(n)
+            results[f"baseline {name}"] = ok
+            results[f"gather {name}"] = state.bytes_last_step
+        for name in ("topk", "qsgd"):
+            cls, hook = at.available_methods()[name]
+            make = (lambda m: cls(module=m, ratio=0.05)) if name == "topk" else (lambda m: cls(seed=3))
+            # QSGD's rounding stream runs along the bucket, whose layout a new DDP changes after its
+            # first step (docs/pytorch.md): bit for bit on a model of one parameter tensor.
+            model = tiny_model if name == "topk" else (lambda seed: torch.manual_seed(seed) and
+                                                       torch.nn.Linear(20, 3, bias=False))
+            straight = ddp_steps(rank, make(None), 5, model=model(5), hook=hook)
+            m1 = model(5)
+            s1 = make(m1)
+            ddp_steps(rank, s1, 3, model=m1, hook=hook)
+            saved = {"model": {k: v.clone() for k, v in m1.state_dict().items()}, "state": s1.state_dict()}
+            m2 = model(99)
+            s2 = make(m2)
+            s2.load_state_dict(saved["state"])
+            results[f"iteration {name}"] = s2.iteration == 3
+            resumed = ddp_steps(rank, s2, 2, model=m2, start=3, replica=saved["model"], hook=hook)
+            results[f"resume {name}"] = all(torch.equal(a, b) for a, b in zip(straight.parameters(), resumed.parameters()))
         # 3. resume bit for bit: 5 steps straight against 3 + save/load + 2
         straight = ddp_steps(rank, at.A2SGDState(granularity="layer", zero_gradient="hold"), 5)
         m1 = tiny_model(5)
@@ -243,6 +330,49 @@ def single_process_cases():
                 check(False, f"{what}: refused")
             except err as e:
                 check("a2sgd" in str(e), f"{what}: {err.__name__} ({e})")
+        for name, (cls, hook) in sorted(at.available_methods().items()):
+            if name == "a2sgd":
+                continue
+            for bad, what, err in ((torch.zeros(10, dtype=torch.float16), "a float16 bucket", TypeError),
+                                   (torch.zeros(20)[::2], "a non-contiguous bucket", ValueError)):
+                try:
+                    hook(cls(), FakeBucket(bad))
+                    check(False, f"{name}: {what} refused")
+                except err as e:
+                    check("a2sgd" in str(e), f"{name}: {what}: {err.__name__} ({e})")
+            try:
+                hook(state, FakeBucket(torch.zeros(4)))
+                check(False, f"{name}: a state of another method refused")
+            except TypeError as e:
+                check(True, f"{name}: a state of another method: TypeError ({e})")
+            buf = torch.tensor([float("inf"), 1.0, -2.0])
+            try:
+                hook(cls(), FakeBucket(buf)).wait()
+                check(False, f"{name}: a non-finite gradient raises")
+            except Exception as e:
+                check("non-finite" in str(e), f"{name}: a non-finite gradient raises, naming it ({type(e).__name__})")
+        for kw in (dict(ratio=0), dict(ratio=2.0)):
+            try:
+                at.TopKState(**kw)
+                check(False, f"TopKState({kw}) refused")
+            except ValueError as e:
+                check(True, f"TopKState({kw}): ValueError ({e})")
+        try:
+            at.QSGDState(levels=0)
+            check(False, "QSGDState(levels=0) refused")
+        except ValueError as e:
+            check(True, f"QSGDState(levels=0): ValueError ({e})")
+        try:
+            at.TopKState().load_state_dict(at.QSGDState().state_dict())
+            check(False, "a saved state of another method refused")
+        except ValueError as e:
+            check(True, f"a saved state of another method: ValueError ({e})")
+        # Top-K on a process group of 1: the k largest entries go out whole, the rest stay in e.
+        g = torch.tensor([1.0, -3.0, 0.5, 2.0, -0.25])
+        buf, st = g.clone(), at.TopKState(ratio=0.4)
+        at.topk_hook(st, FakeBucket(buf)).wait()
+        check(buf.tolist() == [0.0, -3.0, 0.0, 2.0, 0.0] and st.residuals[0].tolist() == [1.0, 0.0, 0.5, 0.0, -0.25],
+              f"topk on a process group of 1: u = the 2 largest, e = the rest ({buf.tolist()})")
         for kw in (dict(granularity="rows"), dict(averaging="median"), dict(warmup_steps=-1)):
             try:
                 at.A2SGDState(**kw)
@@ -272,7 +402,8 @@ def single_process_cases():
             check(False, "a NaN gradient raises")
         except Exception as e:
             check("non-finite" in str(e), f"a NaN gradient raises, naming it ({type(e).__name__})")
-        check(sorted(at.available_methods()) == ["a2sgd"], f"available_methods(): {sorted(at.available_methods())}")
+        check(sorted(at.available_methods()) == ["a2sgd", "efsign", "qsgd", "topk"],
+              f"available_methods(): {sorted(at.available_methods())}")
     finally:
         dist.destroy_process_group()
 
@@ -294,6 +425,16 @@ if __name__ == "__main__":
             want = 16 * (3 if "layer" in opts else 1) * (2 if "weighted" in opts else 1)
             check(all(r[key] == want for r in results), f"{opts}: {results[0][key]} bytes per step to all_reduce (expected {want})")
     check(all(r["resume"] for r in results), "3 steps + save/load + 2 steps = 5 steps, bit for bit")
+    for name in ("topk", "qsgd"):
+        check(all(r[f"resume {name}"] and r[f"iteration {name}"] for r in results),
+              f"{name}: 3 steps + save/load + 2 steps = 5 steps, bit for bit (the step count restored)")
+    n = 3001
+    want = {"topk": 8 * 30, "efsign": 4 * (1 + (n + 31) // 32), "qsgd": 4 * (1 + (n * 10 + 31) // 32)}
+    for name, what in (("topk", "update and residual exactly"), ("efsign", "update and residual within float rounding"),
+                       ("qsgd", "update within the quantisation bound")):
+        check(all(r[f"baseline {name}"] for r in results), f"{name} hook: {what} (3 steps, 2 ranks)")
+        check(all(r[f"gather {name}"] == want[name] for r in results),
+              f"{name} hook: {results[0][f'gather {name}']} bytes per step to all_gather (expected {want[name]})")
     check(all(r["residual carried"] for r in results), "the residual is carried in the state")
     if "mlp dense" in results[0]:
         d, a = results[0]["mlp dense"], results[0]["mlp a2sgd"]

@@ -8,11 +8,14 @@
 #include <a2sgd/comm/StopSignals.hpp>
 #include <a2sgd/comm/ViewCollectives.hpp>
 #include <a2sgd/compress/A2sgdCodec.hpp>
+#include <a2sgd/compress/EfSignCodec.hpp>
 #include <a2sgd/compress/Exchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/KernelTraffic.hpp>
+#include <a2sgd/compress/QsgdCodec.hpp>
 #include <a2sgd/compress/Methods.hpp>  // every registered method's header (generated)
+#include <a2sgd/compress/TopkCodec.hpp>
 #include <a2sgd/compress/TwoMeans.hpp>
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/BuildInfo.hpp>

@@ -1,7 +1,8 @@
 #pragma once
 /// @file EfSignExchange.hpp
-/// Scaled sign compression with error feedback (EF-signSGD).
+/// Scaled sign compression with error feedback (EF-signSGD); the kernels are EfSignCodec's.
 
+#include <a2sgd/compress/EfSignCodec.hpp>
 #include <a2sgd/compress/Exchange.hpp>
 
 namespace a2sgd {
@@ -23,7 +24,7 @@ class EfSignExchange final : public Exchange {
   const FloatView& residual() const noexcept { return m_residual; }
 
   /// 32-bit words per rank in the payload: one for the scale, ceil(n / 32) for the signs.
-  Index payload_words() const noexcept { return 1 + (size() + 31) / 32; }
+  Index payload_words() const noexcept { return m_codec.payload_words(); }
 
   /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
   /// function enclosing a device lambda to be accessible.
@@ -31,11 +32,11 @@ class EfSignExchange final : public Exchange {
                StepStats& stats) override;
 
  private:
+  EfSignCodec m_codec;  // the kernels (EfSignCodec.hpp), shared with the PyTorch hook
   FloatView m_residual;
   FloatView m_update;
   Kokkos::View<std::uint32_t*, MemorySpace> m_words;  // this rank's payload
   Kokkos::View<std::uint32_t*, MemorySpace> m_all;    // every rank's payload
-  Kokkos::View<double, MemorySpace> m_l1;             // ||a||_1, on the device
 };
 
 }  // namespace a2sgd

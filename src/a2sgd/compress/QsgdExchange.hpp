@@ -1,8 +1,10 @@
 #pragma once
 /// @file QsgdExchange.hpp
-/// QSGD: stochastic quantisation to s levels of the gradient's norm (docs/algorithm.md, "Baselines").
+/// QSGD: stochastic quantisation to s levels of the gradient's norm (docs/algorithm.md, "Baselines");
+/// the kernels are QsgdCodec's.
 
 #include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/QsgdCodec.hpp>
 
 #include <cstdint>
 
@@ -31,9 +33,9 @@ class QsgdExchange final : public Exchange {
   std::vector<std::pair<std::string, std::string>> options() const override;
 
   /// Bits per entry: ceil(log2(s + 1)) level bits plus the sign bit.
-  int bits() const noexcept { return m_bits; }
+  int bits() const noexcept { return m_codec.bits(); }
   /// 32-bit words per rank in the payload: the norm, then the packed entries.
-  Index payload_words() const noexcept;
+  Index payload_words() const noexcept { return m_codec.payload_words(); }
 
   /// ceil(log2(s + 1)) + 1; throws InvalidArgument outside 1 <= s < 2^24.
   static int bits_for_levels(std::int64_t levels);
@@ -45,11 +47,10 @@ class QsgdExchange final : public Exchange {
 
  private:
   QsgdOptions m_options;
-  int m_bits;
+  QsgdCodec m_codec;  // the kernels (QsgdCodec.hpp), shared with the PyTorch hook
   FloatView m_update;
   Kokkos::View<std::uint32_t*, MemorySpace> m_words;  // this rank's payload
   Kokkos::View<std::uint32_t*, MemorySpace> m_all;    // every rank's payload
-  Kokkos::View<double, MemorySpace> m_sum_sq;         // ||g||^2, on the device
 };
 
 }  // namespace a2sgd

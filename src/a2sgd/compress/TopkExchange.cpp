@@ -9,15 +9,6 @@
 #include <limits>
 
 namespace a2sgd {
-namespace {
-
-Index k_of(double ratio, Index n) {
-  if (!(ratio > 0.0 && ratio <= 1.0))
-    throw InvalidArgument("topk: ratio " + std::to_string(ratio) + " is not in (0, 1]");
-  return std::max<Index>(1, std::min<Index>(n, static_cast<Index>(std::llround(ratio * static_cast<double>(n)))));
-}
-
-}  // namespace
 
 std::vector<std::uint32_t> TopkExchange::select(const ExecutionSpace& exec, const ConstFloatView& a, Index k,
                                                 compress::impl::TopkSelector::Algorithm algorithm) {
@@ -42,12 +33,11 @@ TopkExchange::TopkExchange(const Communicator& comm, Index n, const TopkOptions&
                            const CommonExchangeOptions& common, const ExecutionSpace& exec)
     : Exchange(comm, n, exec, common, "topk;ratio=" + std::to_string(options.ratio)),
       m_options(options),
-      m_k(k_of(options.ratio, n)),
+      m_k(topk_k(options.ratio, n)),
       m_residual("a2sgd::compress::residual", static_cast<std::size_t>(n)),
       m_update("a2sgd::compress::topk_update", static_cast<std::size_t>(n)) {
-  if (n >= (Index(1) << 32)) throw InvalidArgument("topk: n = " + std::to_string(n) + " needs 64-bit indices");
   const auto k = static_cast<std::size_t>(m_k);
-  m_selector = compress::impl::TopkSelector(m_k, n);
+  m_codec = TopkCodec(n, m_k);
   m_payload = decltype(m_payload)("a2sgd::topk::payload", k);
   m_gathered = decltype(m_gathered)("a2sgd::topk::gathered", k * static_cast<std::size_t>(comm.size()));
 }
@@ -60,44 +50,18 @@ void TopkExchange::do_step(StepKey, const FloatView& params, const FloatView& gr
                            StepStats& stats) {
   Stopwatch clock;
   // e <- a = g + e, then the k largest |a| into the payload and out of the residual.
-  m_selector.fold_and_select(exec(), grad, m_residual, non_finite_count(), m_payload);
-  // A non-finite entry anywhere: the first pair carries NaN to every rank, which then stops.
-  const auto payload = m_payload;
-  const auto bad = non_finite_count();
-  Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::compress::topk_poison"), Policy(exec(), 0, 1), KOKKOS_LAMBDA(Index) {
-        if (bad() > 0) payload(0) = (payload(0) & ~std::uint64_t(0xffffffffu)) | 0x7fc00000u;
-      });
+  m_codec.encode(exec(), grad, m_residual, non_finite_count(), m_payload);
   exec().fence();
   stats.compress_s += clock.seconds();
 
   allgather(m_payload, m_gathered, stats);
 
   clock.restart();
-  const auto words = m_gathered;
-  const FloatView u = m_update;
-  const float inv_p = 1.0f / static_cast<float>(comm().size());
-  auto scatter = [&](bool add) {
-    Kokkos::parallel_for(
-        A2SGD_LABEL("a2sgd::compress::topk_decode"), Policy(exec(), 0, static_cast<Index>(words.extent(0))),
-        KOKKOS_LAMBDA(Index j) {
-          const std::uint64_t w = words(j);
-          union {
-            float f;
-            std::uint32_t u;
-          } v;
-          v.u = static_cast<std::uint32_t>(w & 0xffffffffu);
-          if (add)
-            Kokkos::atomic_add(&u(w >> 32), v.f * inv_p);
-          else
-            u(w >> 32) = 0.0f;
-        });
-  };
-  scatter(true);
+  TopkCodec::decode_add(exec(), m_gathered, m_update, 1.0f / static_cast<float>(comm().size()));
   exec().fence();
   stats.optimizer_s += clock.seconds();
   apply_dense(params, m_update, opt, lr, 1.0f, stats);
-  scatter(false);  // leave u zero for the next step: O(k p), not O(n)
+  TopkCodec::clear(exec(), m_gathered, m_update);  // leave u zero for the next step: O(k p), not O(n)
   exec().fence();
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 /// @file TopkExchange.hpp
-/// Top-K sparsification with error feedback (docs/algorithm.md, "Baselines").
+/// Top-K sparsification with error feedback (docs/algorithm.md, "Baselines"); the kernels are
+/// TopkCodec's.
 
 #include <a2sgd/compress/Exchange.hpp>
-#include <a2sgd/compress/impl/TopkSelect.hpp>
+#include <a2sgd/compress/TopkCodec.hpp>
 
 namespace a2sgd {
 
@@ -55,7 +56,7 @@ class TopkExchange final : public Exchange {
   Index m_k;
   FloatView m_residual;  // holds a = g + e during a step
   FloatView m_update;    // dense u, zero outside the entries touched by the last step
-  compress::impl::TopkSelector m_selector;
+  TopkCodec m_codec;     // the kernels (TopkCodec.hpp), shared with the PyTorch hook
   // Per-step buffers of fixed size (k, k p), allocated once.
   Kokkos::View<std::uint64_t*, MemorySpace> m_payload;   // (index << 32) | value bits
   Kokkos::View<std::uint64_t*, MemorySpace> m_gathered;  // every rank's payload
