@@ -6,7 +6,8 @@
 #
 # Usage: scripts/convergence_study.sh [options] [-- extra a2sgd-train options for every run]
 #   --out DIR          results directory (default results/convergence); run R of a group is
-#                      DIR/<model>_p<ranks>_<optimizer>/R.jsonl (and .log)
+#                      DIR/<model>_p<ranks>_<optimizer>/R.jsonl (metrics), R/config.ini (the
+#                      effective configuration, which a2sgd-train --config reads back) and R.log
 #   --build DIR        build tree with apps/train/a2sgd-train (default build)
 #   --model M          lstm (Penn Treebank, default) or mlp (Fashion-MNIST)
 #   --ranks "P ..."    rank counts (default "2 4" for lstm, "4 8" for mlp)
@@ -14,7 +15,8 @@
 #   --epochs N         horizon in epochs (default 6 for lstm, 3 for mlp)
 #   --evals-per-epoch N  evaluations per epoch (default 3 for lstm, 2 for mlp)
 #   --configs "C ..."  configurations (default: dense a2sgd a2sgd-layer-k100-hold); a name is
-#                      dense, or a2sgd followed by any of these parts, in any order:
+#                      dense, optionally followed by -lr<X> and -clip<X> (dense-lr40: dense at lr 40),
+#                      or a2sgd followed by any of these parts, in any order:
 #                        -layer       --a2sgd-granularity layer
 #                        -k<K>        --a2sgd-average-every K
 #                        -global      --a2sgd-residual global
@@ -97,7 +99,21 @@ optimizer_options() {
 # option is stated, so that a run means the same whatever a2sgd-train's defaults are.
 config_options() {
   local name=$1 part
-  [[ $name == dense ]] && { echo "--compressor dense"; return 0; }
+  if [[ $name == dense || $name == dense-* ]]; then
+    local -a d=(--compressor dense)
+    local IFS=-
+    for part in ${name#dense}; do
+      case "$part" in
+        "") ;;
+        lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; d+=(--lr "${part#lr}") ;;
+        clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; d+=(--clip "${part#clip}") ;;
+        *) return 1 ;;
+      esac
+    done
+    IFS=' '
+    echo "${d[*]}"
+    return 0
+  fi
   [[ $name == a2sgd || $name == a2sgd-* ]] || return 1
   local granularity=model every=0 residual=local averaging=mean zeros=move warmup=0 moments=local
   local -a o=(--compressor a2sgd)
@@ -148,7 +164,8 @@ for p in $ranks; do
       copts=$(config_options "$c")
       # shellcheck disable=SC2046,SC2086
       args=("${model_opts[@]}" $(optimizer_options "$opt" "$copts") $copts --steps "$steps"
-            --eval-every "$eval_every" --log-every "$eval_every" --metrics "$metrics" --no-progress-bar "${extra[@]}")
+            --eval-every "$eval_every" --log-every "$eval_every" --metrics "$metrics" --output-dir "$dir/$c"
+            --no-progress-bar "${extra[@]}")
       echo "== $dir/$c: a2sgd-train ${args[*]}" >&2
       a2sgd_train_run "$dir/$c.log" "$p" "$train" "${args[@]}"
     done

@@ -77,15 +77,26 @@ if len(runs) == 2:
     got = {k: option(a2sgd, k) for k in expected}
     check(got == expected, f"a2sgd-layer-k200-hold-global-lr30 -> {expected} (got {got})")
     check(a2sgd.count("--lr") == 1, "the named rate replaces the optimizer's (one --lr)")
+    check(option(dense, "--output-dir") == os.path.join(work, "study", "lstm_p2_sgd", "dense")
+          and option(dense, "--metrics") == os.path.join(work, "study", "lstm_p2_sgd", "dense.jsonl"),
+          f"metrics in <group>/dense.jsonl, the effective config.ini in <group>/dense/ ({dense})")
 
 out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "3",
             "--configs", "dense a2sgd-layer-k200-hold-global-lr30")
 check(out.returncode == 0 and len(recorded()) == 2 and "done before, kept" in out.stderr,
       f"finished runs are kept, not trained again (exit {out.returncode}, {len(recorded())} runs)")
 
-for configs, what in (("a2sgd-bogus", "unknown part"), ("a2sgd-k0", "K = 0"), ("topk", "not dense or a2sgd")):
+out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "3", "--configs", "dense-lr40-clip0.5")
+runs = recorded()
+check(out.returncode == 0 and len(runs) == 3 and option(runs[2], "--lr") == "40" and runs[2].count("--lr") == 1
+      and option(runs[2], "--clip") == "0.5" and option(runs[2], "--compressor") == "dense",
+      f"dense-lr40-clip0.5: dense at --lr 40 (one --lr) and --clip 0.5 ({runs[-1] if runs else None})")
+calls_so_far = len(runs)
+
+for configs, what in (("a2sgd-bogus", "unknown part"), ("a2sgd-k0", "K = 0"), ("topk", "not dense or a2sgd"),
+                      ("dense-k100", "an A2SGD part on dense")):
     out = study("--ranks", "2", "--optimizers", "sgd", "--configs", configs)
-    check(out.returncode == 2 and configs in out.stderr and len(recorded()) == 2,
+    check(out.returncode == 2 and configs in out.stderr and len(recorded()) == calls_so_far,
           f"--configs {configs} ({what}): exit 2 naming it, nothing trained "
           f"(got {out.returncode}: {out.stderr.strip()})")
 out = study("--ranks", "2", "--optimizers", "momentum", "--configs", "dense")
@@ -93,16 +104,16 @@ check(out.returncode == 2 and "momentum" in out.stderr, f"momentum with the LSTM
 
 out = study("--model", "mlp", "--ranks", "4", "--optimizers", "adam", "--configs", "a2sgd-k100-frozen-w20-lr0.0005")
 runs = recorded()
-check(out.returncode == 0 and len(runs) == 3, f"mlp adam: exit 0, one more run (got {out.returncode}, {len(runs)})")
-if len(runs) == 3:
-    r = runs[2]
+check(out.returncode == 0 and len(runs) == 4, f"mlp adam: exit 0, one more run (got {out.returncode}, {len(runs)})")
+if len(runs) == 4:
+    r = runs[3]
     check(option(r, "--model") == "mlp" and option(r, "--optimizer") == "adam" and option(r, "--lr") == "0.0005"
           and option(r, "--a2sgd-moments") == "frozen" and option(r, "--a2sgd-warmup-steps") == "20"
           and option(r, "--a2sgd-granularity") == "model" and option(r, "--steps") == "300",
           f"a2sgd-k100-frozen-w20-lr0.0005 with Adam on the MLP (3 epochs by default): {r}")
 
 out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "1", "--configs", "a2sgd-lr999 a2sgd-lr555 a2sgd-lr1")
-check(out.returncode == 5 and len(recorded()) == 6,
+check(out.returncode == 5 and len(recorded()) == 7,
       f"a diverged run (3) does not stop the study, a failed one (5) is its exit code, the rest still run "
       f"(got {out.returncode}, {len(recorded())} runs)")
 
