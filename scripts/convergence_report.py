@@ -14,7 +14,8 @@ mixes both kinds of metrics under the default is flagged in the report and on st
 Definitions (docs/convergence.md):
 - the model scored is the averaged model, the one a user deploys;
 - lstm target: dense's final validation perplexity x 1.1 in the same group; mlp target: dense's
-  final test accuracy - 0.01;
+  final test accuracy - 0.01; where the group holds dense at several rates (dense, dense-lr40, ...:
+  the tuned baseline), dense is the one with the best final score, the others are rows like any;
 - steps to target: the first crossing, interpolated between evaluations (log perplexity, or
   accuracy); "not reached" when no evaluation reaches it;
 - "within 1.5x": steps to target at most 1.5 x dense's own steps to the same target.
@@ -61,7 +62,8 @@ def group_rows(directory, model, dense_reference=None, bytes_basis="run"):
         if name.endswith(".jsonl"):
             evals, summary, warnings, diverged = load_run(os.path.join(directory, name))
             runs[name[:-len(".jsonl")]] = dict(evals=evals, summary=summary, warnings=warnings, diverged=diverged)
-    if "dense" not in runs and dense_reference and runs:
+    dense_runs = [c for c in runs if c == "dense" or c.startswith("dense-")]
+    if not dense_runs and dense_reference and runs:
         # A longer dense run with the same settings: its trajectory up to this group's horizon is the
         # one a dense run of this length would have taken (same seeds, same data order, and a
         # schedule that depends only on the evaluations before).
@@ -72,16 +74,21 @@ def group_rows(directory, model, dense_reference=None, bytes_basis="run"):
             # Its per-step traffic holds for the prefix; its whole-run total does not.
             summary = dict(summary, steps=horizon, total_comm_bytes=None)
             runs["dense"] = dict(evals=evals, summary=summary, warnings=warnings, diverged=None)
-    dense = runs.get("dense")
-    if not dense or not dense["evals"]:
+            dense_runs = ["dense"]
+    finals = {c: runs[c]["evals"][-1][m["key"] + "_averaged"] for c in dense_runs
+              if runs[c]["evals"] and runs[c]["summary"] and math.isfinite(runs[c]["evals"][-1][m["key"] + "_averaged"])}
+    if not finals:
         return None, None, {}
+    reference = (min if m["lower"] else max)(finals, key=finals.get)
+    dense = runs[reference]
     dense_final = dense["evals"][-1][m["key"] + "_averaged"]
     target = m["target"](dense_final)
     dense_bytes = dense["summary"]["bytes_per_step"] if dense["summary"] else None
     rows = {}
     for config, r in runs.items():
         ev, s = r["evals"], r["summary"]
-        row = dict(config=config, warnings=r["warnings"], diverged=r["diverged"] is not None, finished=s is not None)
+        row = dict(config=config, warnings=r["warnings"], diverged=r["diverged"] is not None, finished=s is not None,
+                   reference=config == reference)
         if ev:
             row.update(final_averaged=ev[-1][m["key"] + "_averaged"], final_replica=ev[-1][m["key"]],
                        best_averaged=(min if m["lower"] else max)(e[m["key"] + "_averaged"] for e in ev),
@@ -101,7 +108,7 @@ def group_rows(directory, model, dense_reference=None, bytes_basis="run"):
             if dense_bytes:
                 row["traffic_vs_dense"] = per_step / dense_bytes
         rows[config] = row
-    dense_steps = rows["dense"]["steps_to_target"]
+    dense_steps = rows[reference]["steps_to_target"]
     for row in rows.values():
         n = row["steps_to_target"]
         row["steps_vs_dense"] = None if n is None or not dense_steps else n / dense_steps
@@ -181,13 +188,14 @@ def main():
             print(f"convergence_report.py: warning: {group}: no finished dense run; skipped", file=sys.stderr)
             continue
         out[group] = dict(target=target, target_rule=m["rule"], dense_final=dense_final, runs=rows)
-        dense = rows["dense"]
-        md += [f"## {group}: target {m['label']} {format(target, m['fmt'])} ({m['rule']}); dense reaches it "
-               f"at step {dense['steps_to_target']:.0f}" if dense["steps_to_target"] else f"## {group}", ""]
+        dense = next(r for r in rows.values() if r["reference"])
+        md += [f"## {group}: target {m['label']} {format(target, m['fmt'])} ({m['rule']}, {dense['config']}); "
+               f"{dense['config']} reaches it at step {dense['steps_to_target']:.0f}" if dense["steps_to_target"]
+               else f"## {group}", ""]
         md += ["| configuration | steps to target, averaged (x dense) / replica 0 | final, averaged / replica 0 | "
                "best averaged | replica divergence, end / max | bytes per step (x dense) | steps run |",
                "|---|---|---|---|---|---|---|"]
-        order = sorted(rows.values(), key=lambda r: (r["config"] != "dense", r.get("bytes_per_step") or 0, r["config"]))
+        order = sorted(rows.values(), key=lambda r: (not r["reference"], r.get("bytes_per_step") or 0, r["config"]))
         for r in order:
             note = " (diverged)" if r["diverged"] else ("" if r["finished"] else " (unfinished)")
             reach = "not reached" if r["steps_to_target"] is None else (
@@ -204,7 +212,7 @@ def main():
         md.append("")
         # Dense sends no final average, so only the compressed runs tell which accounting they had.
         counted = {r["config"]: r["final_average_counted"] for r in rows.values()
-                   if r["config"] != "dense" and "final_average_counted" in r}
+                   if not r["config"].startswith("dense") and "final_average_counted" in r}
         older = sorted(c for c, whole in counted.items() if not whole)
         if args.bytes == "run" and older and len(older) < len(counted):
             text = (f"{group}: the bytes per step of {', '.join(older)} leave out the final average (their metrics "

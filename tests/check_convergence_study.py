@@ -185,6 +185,23 @@ if out.returncode == 0:
     g = json.load(open(os.path.join(rep_dir, "report.json")))["lstm_p2_sgd"]
     check(g["runs"]["a2sgd-new"]["bytes_per_step"] == 10, "--bytes steps: the steps' bytes, 10")
 
+# Dense at two rates: the better one (the tuned baseline) sets the target, the other is a row.
+group2 = os.path.join(rep_dir, "lstm_p8_sgd")
+metrics(os.path.join(group2, "dense.jsonl"), [300, 200, 150], dict(bytes_per_step=1000))
+metrics(os.path.join(group2, "dense-lr40.jsonl"), [280, 150, 100], dict(bytes_per_step=1000))
+metrics(os.path.join(group2, "a2sgd.jsonl"), [290, 160, 105], dict(bytes_per_step=10))
+out = report()
+if out.returncode == 0:
+    g = json.load(open(os.path.join(rep_dir, "report.json")))["lstm_p8_sgd"]
+    check(abs(g["target"] - 110) < 1e-9 and g["runs"]["dense-lr40"]["reference"] and not g["runs"]["dense"]["reference"]
+          and g["runs"]["dense"]["steps_to_target"] is None
+          and abs(g["runs"]["a2sgd"]["steps_vs_dense"] - g["runs"]["a2sgd"]["steps_to_target"]
+                  / g["runs"]["dense-lr40"]["steps_to_target"]) < 1e-12,
+          f"dense and dense-lr40: the better (dense-lr40, final 100) sets the target 110 and the x dense ratios "
+          f"(got target {g['target']})")
+else:
+    check(False, f"report with two dense runs: exit 0 (got {out.returncode}: {out.stderr.strip()})")
+
 out = subprocess.run([sys.executable, os.path.join(scripts, "convergence_report.py"), rep_dir,
                       "--dense", "lstm_p4_sgd=nope"], capture_output=True, text=True)
 check(out.returncode != 0 and "--dense" in out.stderr, f"--dense naming no file: refused ({out.stderr.strip()})")
