@@ -333,9 +333,8 @@ def _gather_hook(state, bucket, cls, name, make_codec, dtype, encode, first_valu
 
     def make(n):
         codec = make_codec(n)
-        words = codec.k if name == "topk" else codec.payload_words
-        return (codec, torch.empty(words, dtype=dtype, device=buffer.device),
-                torch.empty(world * words, dtype=dtype, device=buffer.device))
+        return (codec, torch.empty(codec.payload_words, dtype=dtype, device=buffer.device),
+                torch.empty(world * codec.payload_words, dtype=dtype, device=buffer.device))
 
     codec, payload, gathered = state._codec(bucket, buffer.numel(), make)
     non_finite = encode(codec, buffer, payload)

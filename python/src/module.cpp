@@ -249,6 +249,7 @@ PYBIND11_MODULE(_a2sgd, m) {
            }),
            py::arg("n"), py::arg("ratio"))
       .def_property_readonly("k", [](const PyTopk& c) { return c.codec.k(); })
+      .def_property_readonly("payload_words", [](const PyTopk& c) { return c.words(); })
       .def_property_readonly("size", [](const PyTopk& c) { return c.codec.size(); })
       .def("encode", &encode_with_residual<PyTopk>, py::arg("grad"), py::arg("residual"), py::arg("payload"),
            "e <- a = g + e; the k largest |a| as (index << 32 | value bits) into the payload, out of e; returns "
