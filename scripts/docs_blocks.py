@@ -295,6 +295,74 @@ def pytorch_hook_compute(root):
     return lines
 
 
+# ---- the kernel benchmark (docs/benchmarks.md) ----
+KERNELS = "docs/results/bench/kernels-16m"
+KERNEL_METHODS = ["dense", "a2sgd", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"]
+
+
+def _median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+@generator("bench-kernels", KERNELS)
+def bench_kernels(root):
+    import csv
+    import glob
+    import json
+    folder = os.path.join(root, KERNELS)
+    with open(os.path.join(folder, "meta.json")) as f:
+        meta = json.load(f)
+    runs = []
+    for path in sorted(glob.glob(os.path.join(folder, "run*.csv"))):
+        with open(path) as f:
+            runs.append(list(csv.DictReader(f)))
+    if len(runs) != meta["runs"]:
+        raise ValueError(f"{KERNELS}: {len(runs)} run files, meta.json says {meta['runs']}")
+
+    def rows(kind, method):
+        out = []
+        for run in runs:
+            r = [x for x in run if x["kind"] == kind and x["method"] == method]
+            if len(r) != 1:
+                raise ValueError(f"{KERNELS}: a run without exactly one '{kind},{method}' row")
+            out.append(r[0])
+        return out
+
+    def med(rs, key, scale=1.0):
+        return _median([float(r[key]) * scale for r in rs])
+
+    first = rows("measured", "dense")
+    lines = ["| method | compress ms | comm ms | decode + apply ms | bytes per rank | compress, % of ceiling "
+             "| apply, % of ceiling |", "|---|---|---|---|---|---|---|"]
+    for m in KERNEL_METHODS:
+        rs = rows("measured", m)
+        comp = med(rs, "compress_s", 1e3)
+        cpct = "-" if all(float(r["compress_bytes_touched"]) == 0 for r in rs) else \
+            f"{med(rs, 'compress_of_ceiling', 100):.0f}%"
+        lines.append(f"| {m} | {comp:.3f} | {med(rs, 'comm_s', 1e3):.3f} | {med(rs, 'apply_s', 1e3):.3f} "
+                     f"| {int(float(rs[0]['bytes_per_rank'])):,} | {cpct} | {med(rs, 'apply_of_ceiling', 100):.0f}% |")
+    spread = {m: (min(float(r["compress_of_ceiling"]) for r in rows("measured", m)),
+                  max(float(r["compress_of_ceiling"]) for r in rows("measured", m))) for m in ["topk", "qsgd"]}
+    ceilings = ", ".join(f"{name} {med(first, key):.1f}" for name, key in
+                         [("read", "read_gbs"), ("copy", "copy_gbs"), ("triad", "triad_gbs"), ("axpy", "axpy_gbs"),
+                          ("read-modify-write", "rmw_gbs")])
+    nth = rows("reference", "nth_element")
+    topk = rows("measured", "topk")
+    lines += ["", f"Medians of {len(runs)} runs ({meta['ranks']} ranks, {int(float(first[0]['values'])):,} values, each "
+              f"run's figures the medians of its timed steps, the slower rank's). Ceilings in GB/s, write-allocate "
+              f"counted (medians): {ceilings}; QSGD's rounding arithmetic in cache {med(first, 'rounding_gvs'):.2f} G "
+              f"values/s. Run to run the percentages move widely on this shared VM (Top-K's compress "
+              f"{100 * spread['topk'][0]:.0f}-{100 * spread['topk'][1]:.0f}%, QSGD's "
+              f"{100 * spread['qsgd'][0]:.0f}-{100 * spread['qsgd'][1]:.0f}%): a ceiling and a kernel are timed "
+              f"moments apart. Top-K's selection took {med(topk, 'compress_s', 1e3):.1f} ms against "
+              f"{med(nth, 'step_s', 1e3):.1f} ms for `std::nth_element` of the same magnitudes. CPU: {meta['cpu']}, "
+              f"{meta['cores']} cores; commit {meta['commit']}.", "",
+              source_line(KERNELS, f"`{meta['command']}`; every run's CSV and report are there")]
+    return lines
+
+
 # ---- plots: data folder -> f(root, out) drawing its PNGs into out ----
 def _paper_plots(root, out):
     import subprocess

@@ -3,6 +3,7 @@
 
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/compress/PowerSgdExchange.hpp>
+#include <a2sgd/compress/impl/LowRank.hpp>
 #include <a2sgd/compress/impl/Orthonormalise.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/ParameterStore.hpp>
@@ -190,6 +191,61 @@ BlockBound block_bound(const std::vector<std::vector<float>>& m_all, const std::
 }
 
 }  // namespace
+
+TEST_CASE("PowerSGD's host products P = M Q, Q = M^T P and U = P Q^T meet the float dot-product bound for any shape",
+          "[powersgd][lowrank]") {
+  if constexpr (!host_backend) return;  // device backends run the vendor BLAS
+  const ExecutionSpace exec;
+  // Each entry is a float dot product of length L in some order (blocked, fused or not): within
+  // gamma(L) sum |a_k b_k| of the exact value (computed here in double). A wrong row, column,
+  // factor or stride errs by O(|a| |b|), far above it. Shapes cover the 8-row blocks and their
+  // tails, odd factor counts (a factor paired with itself) and rows shorter than a vector.
+  for (Index rows : {Index(1), Index(7), Index(8), Index(9), Index(61)})
+    for (Index cols : {Index(1), Index(15), Index(16), Index(33), Index(3001)})
+      for (int r : {1, 2, 3, 4}) {
+        INFO(rows << " x " << cols << ", r " << r);
+        Rng rng(static_cast<std::uint64_t>(rows * 7919 + cols * 31 + r));
+        std::vector<float> m(rows * cols), qt(r * cols), p(rows * r);
+        for (auto& x : m) x = static_cast<float>(rng.normal());
+        for (auto& x : qt) x = static_cast<float>(rng.normal());
+        for (auto& x : p) x = static_cast<float>(rng.normal());
+        std::vector<float> p_out(rows * r, -1.0f), qt_out(r * cols, -1.0f), u_out(rows * cols, -1.0f);
+        compress::impl::low_rank_project(exec, m.data(), rows, cols, qt.data(), r, p_out.data());
+        compress::impl::low_rank_back_project(exec, m.data(), rows, cols, p.data(), r, qt_out.data());
+        compress::impl::low_rank_expand(exec, p.data(), qt.data(), rows, cols, r, u_out.data());
+        exec.fence();
+        // Entries of a product whose dot product of length `len` (term t: a(t) b(t)) misses the bound.
+        auto off_bound = [](const std::vector<float>& got, Index count, Index len, auto&& term) {
+          int off = 0;
+          for (Index e = 0; e < count; ++e) {
+            double exact = 0.0, mag = 0.0;
+            for (Index t = 0; t < len; ++t) {
+              const double x = term(e, t);
+              exact += x, mag += std::abs(x);
+            }
+            off += std::abs(got[e] - exact) > gamma32(double(len)) * mag;
+          }
+          return off;
+        };
+        // p[i][k] = m[i] . qt[k]   (e = i r + k)
+        CHECK(off_bound(p_out, rows * r, cols,
+                        [&](Index e, Index j) { return double(m[(e / r) * cols + j]) * qt[(e % r) * cols + j]; }) == 0);
+        // qt[k][j] = sum_i p[i][k] m[i][j]   (e = k cols + j)
+        CHECK(off_bound(qt_out, r * cols, rows,
+                        [&](Index e, Index i) { return double(p[i * r + e / cols]) * m[i * cols + e % cols]; }) == 0);
+        // u[i][j] = sum_k p[i][k] qt[k][j]   (e = i cols + j)
+        CHECK(off_bound(u_out, rows * cols, r, [&](Index e, Index k) {
+                return double(p[(e / cols) * r + k]) * qt[k * cols + e % cols];
+              }) == 0);
+        // Q handed over transposed and back: a pure permutation.
+        std::vector<float> q(cols * r), back(cols * r);
+        compress::impl::untranspose_thin(exec, qt.data(), cols, r, q.data());
+        compress::impl::transpose_thin(exec, q.data(), cols, r, back.data());
+        exec.fence();
+        CHECK(back == qt);
+        CHECK(q[(cols - 1) * r + (r - 1)] == qt[(r - 1) * cols + cols - 1]);
+      }
+}
 
 TEST_CASE("PowerSGD reproduces a rank-r mean exactly up to its rounding bound; e = fl(M - u) bit for bit",
           "[powersgd]") {

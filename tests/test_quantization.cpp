@@ -2,10 +2,13 @@
 #include "TestingCatch.hpp"
 
 #include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/compress/QsgdCodec.hpp>
 #include <a2sgd/compress/QsgdExchange.hpp>
 #include <a2sgd/compress/RandomkExchange.hpp>
 #include <a2sgd/compress/impl/BitPack.hpp>
+#include <a2sgd/compress/impl/QsgdKernels.hpp>
 #include <a2sgd/core/Error.hpp>
+#include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/Random.hpp>
 
 #include <cmath>
@@ -92,6 +95,90 @@ TEST_CASE("QSGD bits per entry and bytes per step follow ceil(log2(s+1)) + 1", "
     ex.step(x, to_device(random_values(n, 3)), sgd, 1.0);
     CHECK(ex.stats().last_step.bytes_sent == 4 + 4 * ((n * b + 31) / 32));
     CHECK(ex.stats().last_step.messages == 1);
+  }
+}
+
+TEST_CASE(
+    "QSGD's codec packs the specified fields for every width and decodes them within the rounding bound, with "
+    "each host kernel",
+    "[qsgd][codec]") {
+  // The specification the kernels must meet (QsgdCodec.hpp): x = |g_i| fl(s / v), level = floor(x)
+  // + [u_i < x - floor(x)] with u_i = counter_uniform(key, i), at most s, the sign in the top bit;
+  // fields packed by pack_group. Computed here by scalar code, compared word for word: the kernels
+  // (the generic ones and, where the CPU has AVX-512, the AVX-512 ones for widths up to 16) must
+  // produce exactly these words.
+  const ExecutionSpace exec;
+  struct Forced {
+    ~Forced() { compress::impl::force_qsgd_generic_kernels(false); }
+  } restore;
+  for (bool generic : {false, true}) {
+    compress::impl::force_qsgd_generic_kernels(generic);
+    INFO((generic                                 ? "generic kernels"
+          : compress::impl::qsgd_avx512_kernels() ? "AVX-512 kernels"
+                                                  : "generic kernels (default)"));
+    // Every width: 2^(b-1) - 1 levels take b bits (b = 3 .. 25), one level 2; and a few others.
+    std::vector<std::int64_t> levels = {1, 5, 100, 256, 1000};
+    for (int b = 3; b <= 25; ++b) levels.push_back((std::int64_t(1) << (b - 1)) - 1);
+    for (std::int64_t s : levels) {
+      for (Index n : {Index(1), Index(31), Index(32), Index(33), Index(10007)}) {
+        const int bits = qsgd_bits(s);
+        INFO("levels " << s << " (" << bits << " bits), n " << n);
+        QsgdCodec codec(n, s);
+        auto g = random_values(static_cast<std::size_t>(n), static_cast<std::uint64_t>(s * 131 + n));
+        g[0] = -0.0f;
+        if (n > 3) g[3] = 0.0f;
+        const int p = 3;
+        const Index stride = codec.payload_words();
+        QsgdCodec::Words gathered("gathered", static_cast<std::size_t>(p * stride));
+        std::vector<std::uint64_t> keys = {0x1234567890abcdefull, 42, 0xffffffff00000001ull};
+        double sum_sq = 0.0;
+        for (float v : g) sum_sq += double(v) * v;
+        int wrong_words = 0, wrong_norm = 0;
+        std::vector<std::vector<float>> decoded(p);  // sign v l per rank, for the decode reference
+        std::vector<float> norms(p);
+        for (int r = 0; r < p; ++r) {
+          auto payload = Kokkos::subview(gathered, std::make_pair(r * stride, (r + 1) * stride));
+          codec.encode(exec, to_device(g), keys[r], QsgdCodec::Words(gathered.data() + r * stride, stride));
+          exec.fence();
+          auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), payload);
+          const float v = detail::bits_float(host(0));
+          norms[r] = v;
+          wrong_norm += std::abs(double(v) - std::sqrt(sum_sq)) > 2 * u32 * std::sqrt(sum_sq);
+          const float to_level = v > 0.0f ? static_cast<float>(s) / v : 0.0f;
+          std::vector<std::uint32_t> fields(static_cast<std::size_t>(n));
+          decoded[r].resize(static_cast<std::size_t>(n));
+          for (Index i = 0; i < n; ++i) {
+            volatile float x = std::fabs(g[i]) * to_level;  // one rounding, as in the kernels
+            const auto lo = static_cast<std::uint32_t>(static_cast<std::int32_t>(x));
+            const float frac = x - static_cast<float>(lo);
+            std::uint32_t level = lo + (compress::impl::counter_uniform(keys[r], static_cast<std::uint64_t>(i)) < frac);
+            level = std::min<std::uint32_t>(level, static_cast<std::uint32_t>(s));
+            fields[i] = level | (static_cast<std::uint32_t>(g[i] < 0.0f) << (bits - 1));
+            decoded[r][i] = (g[i] < 0.0f ? -1.0f : 1.0f) * v * static_cast<float>(level);
+          }
+          Kokkos::View<std::uint32_t*, Kokkos::HostSpace> expected("expected", static_cast<std::size_t>(stride));
+          for (Index grp = 0; grp < compress::impl::packed_groups(n); ++grp)
+            compress::impl::pack_group(expected, 1, grp, n, bits, [&](Index i) { return fields[i]; });
+          for (Index w = 1; w < stride; ++w) wrong_words += host(w) != expected(w);
+        }
+        CHECK(wrong_norm == 0);
+        CHECK(wrong_words == 0);
+        // Decode: u_i = fl(1 / (s p)) sum_r sign v_r l_r, each term and sum rounded once (or fused):
+        // within gamma(p + 2) sum_r v_r l_r / (s p) of the exact mean. A wrong field errs by a
+        // multiple of v / (s p), far above that for s up to 2^16.
+        FloatView u("u", static_cast<std::size_t>(n));
+        codec.decode(exec, gathered, u, p);
+        const auto us = to_host(u);
+        int off = 0;
+        for (Index i = 0; i < n; ++i) {
+          double ref = 0.0, mag = 0.0;
+          for (int r = 0; r < p; ++r) ref += decoded[r][i], mag += std::abs(decoded[r][i]);
+          ref /= double(s) * p;
+          off += std::abs(us[i] - ref) > gamma32(p + 2) * mag / (double(s) * p) + 1e-38;
+        }
+        CHECK(off == 0);
+      }
+    }
   }
 }
 

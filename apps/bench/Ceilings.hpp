@@ -113,6 +113,17 @@ struct Ceilings {
   double triad = 0.0;     ///< a[i] = b[i] + s c[i]: 16 bytes per value
   double axpy = 0.0;      ///< x[i] += s u[i]: 12 bytes per value
   double rmw = 0.0;       ///< A2SGD's apply pattern (read g, e, x; write e, x): 20 bytes per value
+  /// QSGD's stochastic rounding alone (its hash and rounding rule at the default 256 levels, by
+  /// the codec's own kernels, on 16 KB in L1, nothing stored): values per second. 0: not measured.
+  double rounding = 0.0;
+
+  /// Seconds a pass takes at its ceilings: its memory time, or its arithmetic's time where that
+  /// is longer (the roofline's bound).
+  double pass_seconds(const Pass& p) const {
+    double t = p.bytes / (for_access(p.access) * 1e9);
+    if (p.compute == Compute::stochastic_rounding && rounding > 0.0) t = std::max(t, p.computed / rounding);
+    return t;
+  }
 
   double for_access(Access a) const {
     switch (a) {
@@ -132,7 +143,7 @@ struct Ceilings {
   double fraction(const PhaseTraffic& phase, double seconds) const {
     if (seconds <= 0.0 || phase.passes.empty()) return 0.0;
     double ideal = 0.0;
-    for (const auto& p : phase.passes) ideal += p.bytes / (for_access(p.access) * 1e9);
+    for (const auto& p : phase.passes) ideal += pass_seconds(p);
     return ideal / seconds;
   }
 };

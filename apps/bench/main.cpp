@@ -235,14 +235,16 @@ void report_ceilings(const Communicator& comm, Index n, CsvRows& rows) {
   rows.reference("triad", n, p, 16.0 * values / ceil.triad / 1e9);
   rows.reference("axpy", n, p, 12.0 * values / ceil.axpy / 1e9);
   rows.reference("rmw", n, p, 20.0 * values / ceil.rmw / 1e9);
+  if (ceil.rounding > 0.0) rows.reference("qsgd_rounding", n, p, values / ceil.rounding);
   if (comm.rank() == 0)
     std::printf(
         "\nn = %lld values (%s per buffer); ceilings in GB/s, write-allocate counted: read two streams %.1f, "
-        "copy %.1f, triad %.1f, axpy %.1f, read-modify-write (3 streams) %.1f\n"
+        "copy %.1f, triad %.1f, axpy %.1f, read-modify-write (3 streams) %.1f; QSGD's rounding arithmetic in "
+        "cache %.2f G values/s\n"
         "%-9s %11s %9s %11s %9s %10s %4s %17s %17s %10s %6s\n",
         static_cast<long long>(n), human(4.0 * values).c_str(), ceil.read, ceil.copy, ceil.triad, ceil.axpy, ceil.rmw,
-        "method", "compress ms", "comm ms", "decode+apply", "step ms", "bytes/rank", "msgs", "compress GB/s (%)",
-        "apply GB/s (%)", "to host", "fences");
+        ceil.rounding / 1e9, "method", "compress ms", "comm ms", "decode+apply", "step ms", "bytes/rank", "msgs",
+        "compress GB/s (%)", "apply GB/s (%)", "to host", "fences");
 }
 
 // Every method's step at n values; false in `bytes_ok` when a method sent other than it plans.
@@ -266,7 +268,8 @@ std::vector<Measured> measure_methods(const Communicator& comm, const BenchConfi
   }
   if (comm.rank() == 0)
     std::printf(
-        "(%%: the time the phase's passes would take at the ceilings of their access patterns; to host: device-to-host "
+        "(%%: the time the phase's passes would take at the ceilings of their access patterns (QSGD's pack: or of its "
+        "rounding arithmetic, where longer); to host: device-to-host "
         "copies per step, the host round trips; fences: per step; both the most of any timed step on any rank)\n");
   return results;
 }

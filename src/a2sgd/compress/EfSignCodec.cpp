@@ -18,12 +18,35 @@ KOKKOS_INLINE_FUNCTION float scaled_sign(std::uint32_t negative, float s) {
   return s * (1.0f - 2.0f * static_cast<float>(negative));
 }
 
-// Host: one word of sign bits from up to 32 entries, taking s sign(a) out of them (per ISA).
-A2SGD_HOST_CLONES std::uint32_t efsign_pack_word(float* e, int count, float scale) {
-  std::uint32_t bits = 0;
+// Host: the sign words of a block of whole 32-entry words, taking s sign(a) out of them; a
+// per-ISA function per block, not per word: a call per 32 entries through the clone's dispatch
+// cost more than the pass itself.
+// The bit of lane j from a table: GCC 12 left `neg << j` (a per-lane shift in an OR reduction)
+// scalar in the AVX-512 clone. s sign(a) as a select: the same value as scaled_sign().
+alignas(64) constexpr std::uint32_t lane_bit[32] = {
+    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,  1u << 8,  1u << 9,  1u << 10,
+    1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15, 1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21,
+    1u << 22, 1u << 23, 1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
+
+A2SGD_HOST_CLONES void efsign_pack_block(float* e, Index words, float scale, std::uint32_t* out) {
+  for (Index w = 0; w < words; ++w) {
+    float* ew = e + 32 * w;
+    std::uint32_t bits = 0;
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd reduction(| : bits)
 #endif
+    for (int j = 0; j < 32; ++j) {
+      const bool neg = ew[j] < 0.0f;
+      bits |= neg ? lane_bit[j] : 0u;
+      ew[j] -= neg ? -scale : scale;
+    }
+    out[w] = bits;
+  }
+}
+
+// The last, partial word (count < 32 entries).
+std::uint32_t efsign_pack_tail(float* e, int count, float scale) {
+  std::uint32_t bits = 0;
   for (int j = 0; j < count; ++j) {
     const std::uint32_t neg = e[j] < 0.0f;
     bits |= neg << j;
@@ -32,13 +55,29 @@ A2SGD_HOST_CLONES std::uint32_t efsign_pack_word(float* e, int count, float scal
   return bits;
 }
 
-// Host: sum[j] += s sign_j for the 32 signs of one word (per ISA: per-lane shifts need AVX2).
-A2SGD_HOST_CLONES void efsign_accumulate(std::uint32_t bits, float s, float* sum) {
+// Host: u[32 w + j] = (1/p) sum_r s_r sign_rj for the whole words [w0, w0 + words); rank r's
+// payload starts at all[r * stride] with its scale (per ISA: per-lane shifts need AVX2).
+A2SGD_HOST_CLONES void efsign_decode_block(const std::uint32_t* all, Index stride, int p, Index w0, Index words,
+                                           float inv_p, float* u) {
+  for (Index w = w0; w < w0 + words; ++w) {
+    float sum[32] = {};
+    for (int r = 0; r < p; ++r) {
+      const std::uint32_t bits = all[r * stride + 1 + w];
+      const float s = detail::bits_float(all[r * stride]);
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd
 #endif
-  for (int j = 0; j < 32; ++j) sum[j] += scaled_sign((bits >> j) & 1u, s);
+      for (int j = 0; j < 32; ++j) sum[j] += scaled_sign((bits >> j) & 1u, s);
+    }
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+    for (int j = 0; j < 32; ++j) u[32 * w + j] = sum[j] * inv_p;
+  }
 }
+
+// Words per host work item: large enough that the per-ISA call costs nothing.
+constexpr Index host_block_words = 128;
 
 // s = ||a||_1 / n, or NaN when a has a non-finite entry (every rank then stops on the update).
 struct Scale {
@@ -59,9 +98,14 @@ void pack_payload(const Exec& exec, const Words& out, const FloatView& e, Index 
     exec.fence();  // host backends: the scale is read once, for free
     const float s = scale();
     out(0) = detail::float_bits(s);
-    Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::efsign_pack"), Policy(exec, 0, words), [=](Index w) {
-      out(w + 1) = efsign_pack_word(e.data() + w * 32, compress::impl::group_size(w, n), s);
-    });
+    const Index whole = n / 32;  // words of 32 entries; a last partial word apart
+    Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::efsign_pack"),
+                         Policy(exec, 0, (whole + host_block_words - 1) / host_block_words), [=](Index b) {
+                           const Index w = b * host_block_words;
+                           const Index count = w + host_block_words < whole ? host_block_words : whole - w;
+                           efsign_pack_block(e.data() + 32 * w, count, s, out.data() + 1 + w);
+                         });
+    if (whole < words) out(words) = efsign_pack_tail(e.data() + 32 * whole, static_cast<int>(n - 32 * whole), s);
   } else {
     // A vector of 32 lanes per word: lane j reads entry 32 w + j (coalesced), the word is the OR.
     using Team = Kokkos::TeamPolicy<Exec>;
@@ -100,11 +144,21 @@ void decode_payload(const Exec& exec, const Words& all, const FloatView& u, Inde
   const Index words = (n + 31) / 32;
   const float inv_p = 1.0f / static_cast<float>(p);
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
-    Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::efsign_decode"), Policy(exec, 0, words), [=](Index w) {
+    const Index whole = n / 32;  // words of 32 entries; a last partial word apart
+    Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::efsign_decode"),
+                         Policy(exec, 0, (whole + host_block_words - 1) / host_block_words), [=](Index b) {
+                           const Index w = b * host_block_words;
+                           efsign_decode_block(all.data(), stride, p, w,
+                                               w + host_block_words < whole ? host_block_words : whole - w, inv_p,
+                                               u.data());
+                         });
+    if (whole < words) {
       float sum[32] = {};
-      for (int r = 0; r < p; ++r) efsign_accumulate(all(r * stride + 1 + w), detail::bits_float(all(r * stride)), sum);
-      compress::impl::store_group(u, w, n, sum, inv_p);
-    });
+      for (int r = 0; r < p; ++r)
+        for (int j = 0; j < 32; ++j)
+          sum[j] += scaled_sign((all(r * stride + 1 + whole) >> j) & 1u, detail::bits_float(all(r * stride)));
+      compress::impl::store_group(u, whole, n, sum, inv_p);
+    }
   } else {
     Kokkos::parallel_for(
         A2SGD_LABEL("a2sgd::compress::efsign_decode"), Policy(exec, 0, n), KOKKOS_LAMBDA(Index i) {

@@ -19,10 +19,21 @@ enum class Access {
   rmw,     ///< A2SGD's apply: one buffer read, two read and written back (20 bytes per value)
 };
 
-/// One pass: its pattern and the bytes it moves (write-allocate included for Access::stream).
+/// Arithmetic a pass does per value that can bound it rather than its memory traffic.
+enum class Compute {
+  none,
+  stochastic_rounding,  ///< QSGD's field of an entry: a counter-based hash and the rounding rule
+};
+
+/// One pass: its pattern and the bytes it moves (write-allocate included for Access::stream),
+/// and, for a pass whose arithmetic can bound it, that arithmetic and how many values it is done
+/// for: a2sgd-bench then holds the pass against the larger of its memory time and its compute
+/// time (that arithmetic alone, on data in cache, measured in the same run).
 struct Pass {
   Access access;
   double bytes;
+  Compute compute = Compute::none;
+  double computed = 0.0;
 };
 
 struct PhaseTraffic {

@@ -1,6 +1,7 @@
 #include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/PowerSgdExchange.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
+#include <a2sgd/compress/impl/LowRank.hpp>
 #include <a2sgd/compress/impl/Orthonormalise.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/Random.hpp>
@@ -27,7 +28,8 @@ Index layout_size(const std::vector<TensorInfo>& layout) {
   return n;
 }
 
-MatrixView matrix(const FloatView& flat, Index offset, Index rows, Index cols) {
+// Device backends only (host backends run impl/LowRank.hpp).
+[[maybe_unused]] MatrixView matrix(const FloatView& flat, Index offset, Index rows, Index cols) {
   return MatrixView(flat.data() + offset, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
 }
 
@@ -93,6 +95,7 @@ PowerSgdExchange::PowerSgdExchange(const Communicator& comm, const std::vector<T
   Kokkos::deep_copy(m_p_columns.offset, host_offset);
   Kokkos::deep_copy(m_p_columns.rows, host_rows);
   m_q = FloatView("a2sgd::compress::powersgd_q", static_cast<std::size_t>(q_len));
+  if (host_backend) m_qt = FloatView("a2sgd::compress::powersgd_qt", static_cast<std::size_t>(q_len));
   // The same standard-normal start on every rank, one stream per matrix.
   auto host_q = Kokkos::create_mirror_view(m_q);
   for (std::size_t b = 0; b < m_blocks.size(); ++b) {
@@ -129,9 +132,19 @@ void PowerSgdExchange::do_step(StepKey, const FloatView& params, const FloatView
   const FloatView e = m_residual, u = m_update, pbuf = m_p;
   const auto bad = non_finite_count();
   compress::impl::fold_into_residual(exec(), grad, e, bad);
-  for (const auto& b : m_blocks)
-    detail::gemm(exec(), "N", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
-                 matrix(m_p, b.p_offset, b.rows, r));
+  // P = M Q. Host backends: the thin products as memory passes (impl/LowRank.hpp); device
+  // backends: the vendor BLAS.
+  for (const auto& b : m_blocks) {
+    if constexpr (host_backend) {
+      compress::impl::transpose_thin(exec(), m_q.data() + b.q_offset, b.cols, static_cast<int>(r),
+                                     m_qt.data() + b.q_offset);
+      compress::impl::low_rank_project(exec(), e.data() + b.offset, b.rows, b.cols, m_qt.data() + b.q_offset,
+                                       static_cast<int>(r), m_p.data() + b.p_offset);
+    } else {
+      detail::gemm(exec(), "N", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_q, b.q_offset, b.cols, r),
+                   0.0f, matrix(m_p, b.p_offset, b.rows, r));
+    }
+  }
   for (const auto& d : m_dense) {
     const Index from = d.offset, to = d.p_offset;
     Kokkos::parallel_for(
@@ -154,9 +167,16 @@ void PowerSgdExchange::do_step(StepKey, const FloatView& params, const FloatView
 
   clock.restart();
   compress::impl::orthonormalise_columns(exec(), m_p, m_p_columns);
-  for (const auto& b : m_blocks) {
-    detail::gemm(exec(), "T", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_p, b.p_offset, b.rows, r), 0.0f,
-                 matrix(m_q, b.q_offset, b.cols, r));
+  for (const auto& b : m_blocks) {  // Q = M^T P
+    if constexpr (host_backend) {
+      compress::impl::low_rank_back_project(exec(), e.data() + b.offset, b.rows, b.cols, m_p.data() + b.p_offset,
+                                            static_cast<int>(r), m_qt.data() + b.q_offset);
+      compress::impl::untranspose_thin(exec(), m_qt.data() + b.q_offset, b.cols, static_cast<int>(r),
+                                       m_q.data() + b.q_offset);
+    } else {
+      detail::gemm(exec(), "T", "N", 1.0f, matrix(e, b.offset, b.rows, b.cols), matrix(m_p, b.p_offset, b.rows, r),
+                   0.0f, matrix(m_q, b.q_offset, b.cols, r));
+    }
   }
   exec().fence();
   stats.compress_s += clock.seconds();
@@ -167,8 +187,15 @@ void PowerSgdExchange::do_step(StepKey, const FloatView& params, const FloatView
   const float inv_p = 1.0f / static_cast<float>(comm().size());
   scale(m_q, inv_p);
   for (const auto& b : m_blocks) {
-    detail::gemm(exec(), "N", "T", 1.0f, matrix(m_p, b.p_offset, b.rows, r), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
-                 matrix(u, b.offset, b.rows, b.cols));
+    if constexpr (host_backend) {  // u = P Q^T
+      compress::impl::transpose_thin(exec(), m_q.data() + b.q_offset, b.cols, static_cast<int>(r),
+                                     m_qt.data() + b.q_offset);
+      compress::impl::low_rank_expand(exec(), m_p.data() + b.p_offset, m_qt.data() + b.q_offset, b.rows, b.cols,
+                                      static_cast<int>(r), u.data() + b.offset);
+    } else {
+      detail::gemm(exec(), "N", "T", 1.0f, matrix(m_p, b.p_offset, b.rows, r), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
+                   matrix(u, b.offset, b.rows, b.cols));
+    }
     const Index from = b.offset;
     Kokkos::parallel_for(
         A2SGD_LABEL("a2sgd::compress::powersgd_residual"), Policy(exec(), 0, b.rows * b.cols),

@@ -71,6 +71,7 @@ class PowerSgdExchange final : public Exchange {
   FloatView m_update;
   FloatView m_p;                             // P blocks, then the dense tensors
   FloatView m_q;                             // Q blocks (state: warm start)
+  FloatView m_qt;                            // host backends: the Q blocks transposed (r x cols)
   compress::impl::ColumnBlocks m_p_columns;  // where the P blocks are, for the orthonormalisation
 };
 

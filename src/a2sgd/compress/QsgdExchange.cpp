@@ -64,8 +64,12 @@ A2SGD_REGISTER_EXCHANGE(qsgd) {
   // writes u, then the optimizer.
   m.kernel_traffic = [](double n, double payload, int p) {
     const double f = traffic::buffer(n);
-    return KernelTraffic{{{traffic::read(f), traffic::written(f, payload)}},
-                         {{traffic::written(p * payload, f), traffic::sgd(n)}}};
+    // The pack pass computes every entry's stochastic rounding: on CPUs its hash, not memory,
+    // bounds it (docs/methods.md).
+    Pass pack = traffic::written(f, payload);
+    pack.compute = Compute::stochastic_rounding;
+    pack.computed = n;
+    return KernelTraffic{{{traffic::read(f), pack}}, {{traffic::written(p * payload, f), traffic::sgd(n)}}};
   };
   return m;
 }

@@ -218,20 +218,64 @@ void radix_select(const ExecutionSpace& exec, const ConstFloatView& g, const Dat
 
 // --- sampled ---
 
-// |a| >= t is tested as !(a^2 < t^2) in double: no sign branch (signs are random), no overflow,
-// and a NaN counts as large. The host counts blocks with a plain SIMD function over raw pointers
+// |a| >= t is tested as !(|a| < t) on the host and as !(a^2 < t^2) in double on the device (no
+// sign branch, signs are random; a NaN counts as large): the same test exactly, since a float's
+// square is exact in double. The host counts blocks with a plain SIMD function over raw pointers
 // (compiled per ISA): a Kokkos lambda inlined into the OpenMP backend's parallel region stayed
-// scalar with GCC 12.
-A2SGD_HOST_CLONES std::int64_t block_count_at_least(const float* a, Index count, double t2) {
-  std::int64_t c = 0;
+// scalar with GCC 12. 32-bit lanes: a block holds fewer than 2^31 entries.
+A2SGD_HOST_CLONES std::int64_t block_count_at_least(const float* a, Index count, float t) {
+  std::int32_t c = 0;
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd reduction(+ : c)
 #endif
-  for (Index i = 0; i < count; ++i) c += !(static_cast<double>(a[i]) * a[i] < t2);
+  for (Index i = 0; i < count; ++i) c += !(detail::abs(a[i]) < t);
   return c;
 }
 
 constexpr Index count_block = 4096;
+
+// The bit of lane j, from a table: GCC 12 leaves a per-lane shift in an OR reduction scalar.
+alignas(64) constexpr std::uint32_t lane_bit[32] = {
+    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,  1u << 8,  1u << 9,  1u << 10,
+    1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15, 1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21,
+    1u << 22, 1u << 23, 1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
+
+KOKKOS_INLINE_FUNCTION float candidate_magnitude(float v) {
+  const float m = detail::abs(v);
+  return m == m ? m : detail::bits_float(0x7f800000u);  // NaN orders above every number
+}
+
+// The candidates of one block: indices (from `base`) and magnitudes of its entries with
+// |a| >= t, in index order; returns how many. About 2k of n entries are candidates, so most
+// 32-entry chunks hold none: one SIMD pass per chunk forms the mask of its candidates, and only
+// their bits are visited (a branch per entry bounded the pass, not memory).
+// !(|a| < t) is the count's test: a NaN is a candidate.
+A2SGD_HOST_CLONES Index block_compact_at_least(const float* a, Index count, Index base, float t, Index* index,
+                                               float* magnitude) {
+  Index out = 0;
+  Index i = 0;
+  for (; i + 32 <= count; i += 32) {
+    std::uint32_t mask = 0;
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd reduction(| : mask)
+#endif
+    for (int j = 0; j < 32; ++j) mask |= !(detail::abs(a[i + j]) < t) ? lane_bit[j] : 0u;
+    while (mask != 0) {
+      const Index j = i + __builtin_ctz(mask);
+      index[out] = base + j;
+      magnitude[out] = candidate_magnitude(a[j]);
+      ++out;
+      mask &= mask - 1;
+    }
+  }
+  for (; i < count; ++i)
+    if (!(detail::abs(a[i]) < t)) {
+      index[out] = base + i;
+      magnitude[out] = candidate_magnitude(a[i]);
+      ++out;
+    }
+  return out;
+}
 
 // The number of entries with |a| >= threshold. On host backends the per-block counts are left in
 // `block_counts` (ceil(n / count_block) entries), so that the compaction can write each block's
@@ -247,7 +291,7 @@ std::int64_t count_at_least(const ExecutionSpace& exec, const ConstFloatView& a,
         [=](Index b, std::int64_t& s) {
           const Index begin = b * count_block;
           const std::int64_t here =
-              block_count_at_least(a.data() + begin, begin + count_block < n ? count_block : n - begin, t2);
+              block_count_at_least(a.data() + begin, begin + count_block < n ? count_block : n - begin, threshold);
           block_counts(b) = here;
           s += here;
         },
@@ -269,13 +313,6 @@ void compact_at_least(const ExecutionSpace& exec, const ConstFloatView& a, float
                       const Kokkos::View<std::int64_t*, MemorySpace>& block_counts) {
   const double t2 = static_cast<double>(threshold) * threshold;
   const auto n = static_cast<Index>(a.extent(0));
-  const auto keep = KOKKOS_LAMBDA(float v) {
-    return !(static_cast<double>(v) * v < t2);
-  };
-  const auto as_magnitude = KOKKOS_LAMBDA(float v) {
-    const float m = detail::abs(v);
-    return m == m ? m : detail::bits_float(0x7f800000u);
-  };
   if constexpr (host_backend) {
     const auto blocks = static_cast<Index>((n + count_block - 1) / count_block);
     std::int64_t offset = 0;
@@ -285,16 +322,19 @@ void compact_at_least(const ExecutionSpace& exec, const ConstFloatView& a, float
       offset += here;
     }
     Kokkos::parallel_for(A2SGD_LABEL("a2sgd::compress::topk_candidates"), Policy(exec, 0, blocks), [=](Index b) {
-      Index out = block_counts(b);
-      const Index end = (b + 1) * count_block < n ? (b + 1) * count_block : n;
-      for (Index i = b * count_block; i < end; ++i)
-        if (keep(a(i))) {
-          index(out) = i;
-          magnitude(out) = as_magnitude(a(i));
-          ++out;
-        }
+      const Index out = block_counts(b);
+      const Index begin = b * count_block;
+      block_compact_at_least(a.data() + begin, begin + count_block < n ? count_block : n - begin, begin, threshold,
+                             index.data() + out, magnitude.data() + out);
     });
   } else {
+    const auto keep = KOKKOS_LAMBDA(float v) {
+      return !(static_cast<double>(v) * v < t2);
+    };
+    const auto as_magnitude = KOKKOS_LAMBDA(float v) {
+      const float m = detail::abs(v);
+      return m == m ? m : detail::bits_float(0x7f800000u);
+    };
     Kokkos::parallel_scan(
         A2SGD_LABEL("a2sgd::compress::topk_candidates"), Policy(exec, 0, n),
         KOKKOS_LAMBDA(Index i, Index & offset, bool final) {
@@ -413,8 +453,15 @@ void TopkSelector::choose_sampled(const ExecutionSpace& exec, const ConstFloatVi
     return x.first > y.first || (x.first == y.first && x.second < y.second);
   };
   std::nth_element(m_keyed.begin(), m_keyed.begin() + (k - 1), m_keyed.end(), before);
-  for (Index i = 0; i < k; ++i) m_host_chosen(i) = m_keyed[static_cast<std::size_t>(i)].second;
-  std::sort(m_host_chosen.data(), m_host_chosen.data() + k);
+  // The chosen are the candidates not after the k-th in that total order; the candidates are in
+  // ascending index order already, so one pass lists them ascending (no sort of the k indices).
+  const std::pair<float, Index> kth = m_keyed[static_cast<std::size_t>(k - 1)];
+  Index taken = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::pair<float, Index> x{m_host_magnitudes(i), m_host_candidates(i)};
+    if (!before(kth, x)) m_host_chosen(taken++) = x.second;
+  }
+  if (taken != k) throw Error("topk: selected " + std::to_string(taken) + " entries, not k = " + std::to_string(k));
   Kokkos::deep_copy(exec, m_chosen, m_host_chosen);
 }
 
