@@ -21,13 +21,8 @@ KOKKOS_INLINE_FUNCTION float scaled_sign(std::uint32_t negative, float s) {
 // Host: the sign words of a block of whole 32-entry words, taking s sign(a) out of them; a
 // per-ISA function per block, not per word: a call per 32 entries through the clone's dispatch
 // cost more than the pass itself.
-// The bit of lane j from a table: GCC 12 left `neg << j` (a per-lane shift in an OR reduction)
-// scalar in the AVX-512 clone. s sign(a) as a select: the same value as scaled_sign().
-alignas(64) constexpr std::uint32_t lane_bit[32] = {
-    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,  1u << 8,  1u << 9,  1u << 10,
-    1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15, 1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21,
-    1u << 22, 1u << 23, 1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
-
+// The sign word from compress::impl::lane_bit (BitPack.hpp): GCC 12 left `neg << j` scalar in the
+// AVX-512 clone. s sign(a) as a select: the same value as scaled_sign().
 A2SGD_HOST_CLONES void efsign_pack_block(float* e, Index words, float scale, std::uint32_t* out) {
   for (Index w = 0; w < words; ++w) {
     float* ew = e + 32 * w;
@@ -37,7 +32,7 @@ A2SGD_HOST_CLONES void efsign_pack_block(float* e, Index words, float scale, std
 #endif
     for (int j = 0; j < 32; ++j) {
       const bool neg = ew[j] < 0.0f;
-      bits |= neg ? lane_bit[j] : 0u;
+      bits |= neg ? compress::impl::lane_bit[j] : 0u;
       ew[j] -= neg ? -scale : scale;
     }
     out[w] = bits;

@@ -80,6 +80,13 @@ KOKKOS_INLINE_FUNCTION void store_group(const Out& u, Index grp, Index n, const 
   for (int j = 0; j < count; ++j) u(grp * 32 + j) = sum[j] * factor;
 }
 
+/// Bit j of a 32-bit word, from a table: a SIMD loop that ORs `cond ? lane_bit[j] : 0` into one
+/// word vectorises, where GCC 12 left the per-lane shift `cond << j` in an OR reduction scalar.
+alignas(64) inline constexpr std::uint32_t lane_bit[32] = {
+    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,  1u << 8,  1u << 9,  1u << 10,
+    1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15, 1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21,
+    1u << 22, 1u << 23, 1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
+
 /// A 32-bit mixer (multiply-xorshift, bijective): vectorises with 32-bit lane multiplies.
 KOKKOS_INLINE_FUNCTION std::uint32_t mix32(std::uint32_t x) {
   x ^= x >> 16;

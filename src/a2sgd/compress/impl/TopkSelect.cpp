@@ -1,3 +1,4 @@
+#include <a2sgd/compress/impl/BitPack.hpp>
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
 #include <a2sgd/compress/impl/TopkSelect.hpp>
 #include <a2sgd/core/Error.hpp>
@@ -233,12 +234,6 @@ A2SGD_HOST_CLONES std::int64_t block_count_at_least(const float* a, Index count,
 }
 
 constexpr Index count_block = 4096;
-
-// The bit of lane j, from a table: GCC 12 leaves a per-lane shift in an OR reduction scalar.
-alignas(64) constexpr std::uint32_t lane_bit[32] = {
-    1u << 0,  1u << 1,  1u << 2,  1u << 3,  1u << 4,  1u << 5,  1u << 6,  1u << 7,  1u << 8,  1u << 9,  1u << 10,
-    1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15, 1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21,
-    1u << 22, 1u << 23, 1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
 
 KOKKOS_INLINE_FUNCTION float candidate_magnitude(float v) {
   const float m = detail::abs(v);
