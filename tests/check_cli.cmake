@@ -32,6 +32,10 @@ expect(2 "frozen: .*needs at least one warm-up step" ${syn} --optimizer adam --a
 expect(2 "local: Nesterov momentum is not defined" ${syn} --optimizer momentum --nesterov)
 expect(2 "unknown moment scheme \"late\" \\(valid: decoded, local, frozen\\)" ${syn} --a2sgd-moments late)
 expect(2 "--divergence-threshold -1: must be >= 0" ${syn} --divergence-threshold -1)
+expect(2 "--project-ranks 2,,4: \"\" is not a rank count in \\[1, 16777216\\]" ${syn} --project-ranks 2,,4)
+expect(2 "--project-ranks 0: \"0\" is not a rank count" ${syn} --project-ranks 0)
+expect(2 "--project-links 25:1,25.2:3: two links of 25 Gb/s" ${syn} --project-links 25:1,25.2:3)
+expect(2 "--project-links 25:x: link \"25:x\": expected GBIT_PER_S" ${syn} --project-links 25:x)
 # Values that would be accepted silently and train nothing, or fail late (exit 2, before training).
 expect(2 "unexpected argument 'stray' \\(every option starts with --" ${syn} stray)
 expect(2 "randomk: ratio 1e-300 of n = [0-9]+ values selects none \\(k = 0\\); the valid range is \\[" ${syn}
@@ -119,6 +123,43 @@ if(NOT EXISTS ${WORKDIR}/cli_out/metrics.jsonl)
   message(FATAL_ERROR "--output-dir did not receive metrics.jsonl")
 endif()
 message(STATUS "ok: --config with override")
+
+# Projections of the run's exchange to other rank counts and links (docs/scaling.md): the summary
+# holds the alpha-beta model's time for every pair, config.ini the lists, and the kernels' memory
+# traffic is the registry's for the method (A2SGD: 8 bytes per value to compress, 20 to apply).
+# A2SGD's 16-byte all-reduce at 1,024 ranks costs ceil(log2 1024) = 10 rounds of alpha + 16 beta.
+file(REMOVE_RECURSE ${WORKDIR}/cli_project)
+execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} ${syn} --compressor a2sgd --steps 2 --eval-every 0
+                        --project-ranks 2,1024 --project-links 25:12.5,200:1 --output-dir ${WORKDIR}/cli_project --quiet
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+file(READ ${WORKDIR}/cli_project/config.ini ini)
+file(STRINGS ${WORKDIR}/cli_project/metrics.jsonl lines REGEX "\"event\": \"summary\"")
+if(NOT rc EQUAL 0 OR NOT ini MATCHES "\nproject-ranks = 2,1024\nproject-links = 25:12.5,200:1\n")
+  message(FATAL_ERROR "--project-ranks/--project-links: exit code ${rc}, config.ini:\n${ini}${out}${err}")
+endif()
+foreach(key num_params kernel_bytes_compress kernel_bytes_apply modelled_comm_s_p1024_25gbps
+            modelled_comm_s_p2_200gbps)
+  if(NOT lines MATCHES "\"${key}\": ([0-9.e+-]+)")
+    message(FATAL_ERROR "the summary lacks ${key}: ${lines}")
+  endif()
+  set(${key} ${CMAKE_MATCH_1})
+endforeach()
+math(EXPR want_compress "8 * ${num_params}")
+math(EXPR want_apply "20 * ${num_params}")
+if(NOT kernel_bytes_compress EQUAL want_compress OR NOT kernel_bytes_apply EQUAL want_apply)
+  message(FATAL_ERROR "A2SGD's kernel bytes ${kernel_bytes_compress} / ${kernel_bytes_apply}, expected "
+                      "${want_compress} / ${want_apply} for n = ${num_params}")
+endif()
+# 10 (12.5e-6 + 16 * 8 / 25e9) s and 1 (1e-6 + 16 * 8 / 200e9) s, as the summary prints them
+# (compared as text: CMake has no floating-point comparison; both are exact to the printed digits).
+foreach(pair "${modelled_comm_s_p1024_25gbps};0.0001250512" "${modelled_comm_s_p2_200gbps};1.00064e-06")
+  list(GET pair 0 got)
+  list(GET pair 1 want)
+  if(NOT got STREQUAL want)
+    message(FATAL_ERROR "modelled all-reduce of 16 bytes: ${got} s, expected ${want} s")
+  endif()
+endforeach()
+message(STATUS "ok: --project-ranks and --project-links")
 
 # The learning rate follows the optimizer where none is given: Adam's own rate, not SGD's.
 file(REMOVE_RECURSE ${WORKDIR}/cli_adam)

@@ -79,7 +79,7 @@ TEST_CASE("A2SGD's planned traffic includes periodic averaging, amortised", "[me
   CHECK(ex.stats().total.bytes_sent == 100 * 16 + 4000);
 }
 
-TEST_CASE("alpha-beta model: ring and recursive-doubling costs", "[methods][model]") {
+TEST_CASE("alpha-beta model: ring, recursive-doubling and halving-doubling costs", "[methods][model]") {
   // The model's costs are double formulas of a few operations: within gamma64(8) of the closed forms.
   Link link;
   link.alpha_s = 1e-6;
@@ -92,11 +92,28 @@ TEST_CASE("alpha-beta model: ring and recursive-doubling costs", "[methods][mode
   // Recursive doubling at p = 4: 2 (alpha + m/B).
   CHECK_THAT(collective_seconds(CollectiveKind::allreduce, 16, 4, link, AllreduceModel::doubling),
              WithinRel(2 * (1e-6 + 16e-9), gamma64(8)));
-  // Best: latency-bound messages take doubling, large ones the ring.
+  // Halving-doubling (Rabenseifner) at p = 8: 2*3 alpha + 2*(7/8)*m/B; at p = 2 it is the ring.
+  CHECK_THAT(collective_seconds(CollectiveKind::allreduce, 4000000, 8, link, AllreduceModel::halving),
+             WithinRel(6e-6 + 7e-3, gamma64(8)));
+  CHECK_THAT(
+      collective_seconds(CollectiveKind::allreduce, 4000000, 2, link, AllreduceModel::halving),
+      WithinRel(collective_seconds(CollectiveKind::allreduce, 4000000, 2, link, AllreduceModel::ring), gamma64(8)));
+  // At p = 6 the largest power of two is 4: 2*2 alpha + 2*(3/4)*m/B, plus 2 (alpha + m/B) for the
+  // two ranks that fold in and out.
+  CHECK_THAT(collective_seconds(CollectiveKind::allreduce, 4000000, 6, link, AllreduceModel::halving),
+             WithinRel(4e-6 + 6e-3 + 2 * (1e-6 + 4e-3), gamma64(8)));
+  // Best: latency-bound messages take doubling, large ones a bandwidth-optimal algorithm; at large
+  // p that is halving-doubling, whose log2 p latencies undercut the ring's 2 (p - 1).
   CHECK(collective_seconds(CollectiveKind::allreduce, 16, 4096, link) ==
         collective_seconds(CollectiveKind::allreduce, 16, 4096, link, AllreduceModel::doubling));
   CHECK(collective_seconds(CollectiveKind::allreduce, 1 << 28, 4096, link) ==
+        collective_seconds(CollectiveKind::allreduce, 1 << 28, 4096, link, AllreduceModel::halving));
+  CHECK(collective_seconds(CollectiveKind::allreduce, 1 << 28, 4096, link, AllreduceModel::halving) <
         collective_seconds(CollectiveKind::allreduce, 1 << 28, 4096, link, AllreduceModel::ring));
+  // Never worse than the ring at a power of two (the same volume, fewer latencies).
+  for (int p = 2; p <= 1 << 20; p *= 2)
+    CHECK(collective_seconds(CollectiveKind::allreduce, 1 << 24, p, link, AllreduceModel::halving) <=
+          collective_seconds(CollectiveKind::allreduce, 1 << 24, p, link, AllreduceModel::ring) * (1 + gamma64(8)));
   // Non-power-of-two p rounds the doubling rounds up.
   CHECK_THAT(collective_seconds(CollectiveKind::allgather, 100, 5, link), WithinRel(3e-6 + 4 * 100e-9, gamma64(8)));
   // The all-gather's volume grows with p, the ring all-reduce's does not.
@@ -131,5 +148,6 @@ TEST_CASE("alpha-beta model: ring and recursive-doubling costs", "[methods][mode
                            collective_seconds(CollectiveKind::allreduce, 1 << 20, 4, link) / 50,
                        gamma64(8)));
   CHECK(parse_allreduce_model("ring") == AllreduceModel::ring);
-  CHECK_THROWS_WITH(parse_allreduce_model("tree"), A2SGD_CONTAINS("ring, doubling, best"));
+  CHECK(parse_allreduce_model("halving") == AllreduceModel::halving);
+  CHECK_THROWS_WITH(parse_allreduce_model("tree"), A2SGD_CONTAINS("ring, doubling, halving, best"));
 }

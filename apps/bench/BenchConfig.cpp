@@ -81,7 +81,7 @@ ParseOutcome parse_options(int argc, char** argv, BenchConfig& c, std::string& h
       "max-ranks", po::value(&c.max_ranks)->default_value(c.max_ranks), "projection: largest p (a power of 2)")(
       "links", po::value(&links)->default_value(links), "projection: links as GBIT_PER_S[:ALPHA_US], comma-separated")(
       "allreduce-model", po::value(&model)->default_value(model),
-      "projection: all-reduce algorithm: ring | doubling | best (the cheaper)")(
+      "projection: all-reduce algorithm: ring | doubling | halving | best (the cheapest)")(
       "compute-ms", po::value(&compute_ms)->default_value(compute_ms),
       "projection: forward/backward milliseconds per step to add (e.g. a2sgd-train's compute)")(
       "no-sort", po::bool_switch(&no_sort), "skip the full-sort reference next to Top-K")(

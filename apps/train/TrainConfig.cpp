@@ -6,7 +6,9 @@
 #include <boost/program_options.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -54,6 +56,7 @@ std::string read_config_text(const std::string& path) {
 struct Raw {
   std::string config_file, dataset, optimizer, schedule = "constant", compressor = "a2sgd";
   std::string resume_override, model_link;
+  std::string project_ranks = "8,32,128", project_links = "10:10,100:1.5";
   long long epochs = 3, steps = 0, batch = 64, eval_every = -1, log_every = 50, lr_warmup = 0;
   long long lr_step_size = 1000, eval_batch = 1000, seed = 1, checkpoint_every = 0, keep_checkpoints = 3;
   long long divergence_patience = 3, diagnostics_every = 0;
@@ -150,6 +153,11 @@ po::options_description output_options(Raw& r, TrainConfig& c) {
       "model-link", po::value(&r.model_link),
       "GBIT_PER_S:ALPHA_US[:half]: the summary adds the alpha-beta model's communication time per step on "
       "this link at this run's rank count (modelled_comm_s_per_step)")(
+      "project-ranks", po::value(&r.project_ranks)->default_value(r.project_ranks),
+      "P,P,...: rank counts the summary projects this run's exchange to with the alpha-beta model "
+      "(modelled_comm_s_p<P>_<G>gbps, on every --project-links link)")(
+      "project-links", po::value(&r.project_links)->default_value(r.project_links),
+      "GBIT_PER_S:ALPHA_US[:half],...: the links of those projections (each rate once: the keys name it)")(
       "collective-timeout", po::value(&c.collective_timeout)->default_value(c.collective_timeout),
       "seconds a rank may wait in one collective (raised to 20x the longest step seen) before it reports "
       "where it waits and exits with code 76 (0: off)");
@@ -272,6 +280,36 @@ void apply_output(const po::variables_map& vm, const Raw& r, TrainConfig& c) {
       throw InvalidArgument(std::string("--model-link: ") + e.what());
     }
   }
+  c.projection_ranks.clear();
+  std::stringstream ranks(r.project_ranks);
+  for (std::string item; std::getline(ranks, item, ',');) {
+    char* end = nullptr;
+    errno = 0;
+    const long long p = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || end != item.c_str() + item.size() || errno == ERANGE || p < 1 || p > (1LL << 24))
+      throw InvalidArgument("--project-ranks " + r.project_ranks + ": \"" + item +
+                            "\" is not a rank count in [1, 16777216] (a comma-separated list)");
+    c.projection_ranks.push_back(static_cast<int>(p));
+  }
+  if (c.projection_ranks.empty()) throw InvalidArgument("--project-ranks: needs at least one rank count");
+  c.projection_links.clear();
+  std::stringstream links(r.project_links);
+  for (std::string item; std::getline(links, item, ',');) {
+    Link link;
+    try {
+      link = Link::parse(item, 0.0);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument("--project-links " + r.project_links + ": " + e.what());
+    }
+    // The summary's keys name a link by its rounded rate: two links of one rate would collide.
+    for (const Link& other : c.projection_links)
+      if (std::lround(other.gbit_per_s()) == std::lround(link.gbit_per_s()))
+        throw InvalidArgument("--project-links " + r.project_links + ": two links of " +
+                              std::to_string(std::lround(link.gbit_per_s())) +
+                              " Gb/s (the summary names each projection by its rate)");
+    c.projection_links.push_back(link);
+  }
+  if (c.projection_links.empty()) throw InvalidArgument("--project-links: needs at least one link");
   c.progress_bar = !vm.count("no-progress-bar");
 }
 
@@ -435,6 +473,13 @@ std::string TrainConfig::to_ini() const {
   if (model_link)
     o << "model-link = " << model_link->gbit_per_s() << ':' << model_link->alpha_s * 1e6
       << (model_link->full_duplex ? "" : ":half") << '\n';
+  o << "project-ranks = ";
+  for (std::size_t i = 0; i < projection_ranks.size(); ++i) o << (i ? "," : "") << projection_ranks[i];
+  o << "\nproject-links = ";
+  for (std::size_t i = 0; i < projection_links.size(); ++i)
+    o << (i ? "," : "") << projection_links[i].gbit_per_s() << ':' << projection_links[i].alpha_s * 1e6
+      << (projection_links[i].full_duplex ? "" : ":half");
+  o << '\n';
   return o.str();
 }
 
@@ -461,6 +506,8 @@ TrainerConfig TrainConfig::trainer() const {
   t.stop_on_divergence = stop_on_divergence;
   t.diagnostics_every = diagnostics_every;
   t.model_link = model_link;
+  t.projection_links = projection_links;
+  t.projection_ranks = projection_ranks;
   return t;
 }
 

@@ -33,6 +33,8 @@ struct TrainConfig {
   double divergence_gap = 0.05;         // averaged loss above the replica's by this fraction warns (0: off)
   std::uint64_t diagnostics_every = 0;  // steps between diagnostics records (0: off)
   std::optional<Link> model_link;       // the summary's modelled_comm_s_per_step on this link
+  std::vector<Link> projection_links;   // the summary's modelled_comm_s_p<P>_<G>gbps: links...
+  std::vector<int> projection_ranks;    // ...and rank counts (defaults: --help)
   bool stop_on_divergence = false;
   double collective_timeout = 300.0;  // seconds one collective may wait before the rank gives up (0: off)
   // output

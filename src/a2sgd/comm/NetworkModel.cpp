@@ -44,15 +44,21 @@ double collective_seconds(CollectiveKind kind, std::uint64_t bytes, int p, const
   if (kind == CollectiveKind::allgather) return rounds * a + (p - 1) * m * beta;
   const double ring = 2.0 * (p - 1) * a + 2.0 * (p - 1) / p * m * beta;
   const double doubling = rounds * (a + m * beta);
+  // Rabenseifner's algorithm on the largest power of two q <= p; the p - q others fold in and out.
+  const double q_rounds = std::floor(std::log2(static_cast<double>(p)));
+  const double q = std::exp2(q_rounds);
+  const double halving = 2.0 * q_rounds * a + 2.0 * (q - 1.0) / q * m * beta + (q < p ? 2.0 * (a + m * beta) : 0.0);
   switch (model) {
     case AllreduceModel::ring:
       return ring;
     case AllreduceModel::doubling:
       return doubling;
+    case AllreduceModel::halving:
+      return halving;
     case AllreduceModel::best:
       break;
   }
-  return std::min(ring, doubling);
+  return std::min({ring, doubling, halving});
 }
 
 double step_comm_seconds(const std::vector<PlannedCollective>& step, int p, const Link& link, AllreduceModel model) {
@@ -66,8 +72,9 @@ double step_comm_seconds(const std::vector<PlannedCollective>& step, int p, cons
 AllreduceModel parse_allreduce_model(const std::string& name) {
   if (name == "ring") return AllreduceModel::ring;
   if (name == "doubling") return AllreduceModel::doubling;
+  if (name == "halving") return AllreduceModel::halving;
   if (name == "best") return AllreduceModel::best;
-  throw InvalidArgument("unknown all-reduce model \"" + name + "\" (valid: ring, doubling, best)");
+  throw InvalidArgument("unknown all-reduce model \"" + name + "\" (valid: ring, doubling, halving, best)");
 }
 
 }  // namespace a2sgd

@@ -16,7 +16,10 @@ enum class CollectiveKind { allreduce, allgather };
 enum class AllreduceModel {
   ring,      ///< reduce-scatter + allgather around a ring: bandwidth-optimal, 2 (p - 1) latencies
   doubling,  ///< recursive doubling: log2 p latencies, the whole message every round
-  best,      ///< the cheaper of the two for the message size, as MPI libraries switch algorithms
+  /// Rabenseifner's: reduce-scatter by recursive halving, then all-gather by recursive doubling:
+  /// bandwidth-optimal like the ring with 2 log2 p latencies (MPICH's choice for long messages)
+  halving,
+  best,  ///< the cheapest of the three for the message size, as MPI libraries switch algorithms
 };
 
 /// One collective of a step and the bytes this rank contributes to it. A method may perform one
@@ -49,6 +52,9 @@ struct Link {
 /// Modelled seconds of one collective at p ranks, each contributing m bytes (beta = 1 / bandwidth):
 ///   ring all-reduce          2 (p - 1) alpha + 2 (p - 1) / p m beta d
 ///   recursive-doubling a-r   ceil(log2 p) (alpha + m beta d)
+///   halving-doubling a-r     2 log2 q alpha + 2 (q - 1) / q m beta d, q = 2^floor(log2 p); when
+///                            p is not a power of two, p - q ranks first hand their vector to a
+///                            partner and get the result back: + 2 (alpha + m beta d)
 ///   recursive-doubling a-g   ceil(log2 p) alpha + (p - 1) m beta d
 /// where every rank sends and receives the same bytes in each round, so d = 1 on a full-duplex
 /// link and 2 on a half-duplex one. Reduction arithmetic and contention are not modelled; p = 1

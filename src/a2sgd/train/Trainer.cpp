@@ -1,5 +1,6 @@
 #include <a2sgd/comm/NetworkModel.hpp>
 #include <a2sgd/comm/ViewCollectives.hpp>
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/FaultInjection.hpp>
 #include <a2sgd/train/Trainer.hpp>
@@ -453,6 +454,12 @@ void Trainer::write_summary(std::uint64_t done) {
   double planned = 0.0;
   for (const PlannedCollective& c : traffic) planned += static_cast<double>(c.bytes) / static_cast<double>(c.every);
   rec.add("planned_bytes_per_step", planned);
+  // The memory traffic of the method's kernels per step at this rank count (KernelTraffic, SGD as
+  // the optimizer): with a device's bandwidth, a projection's estimate of the local exchange time
+  // where this run's measured one (on another machine) does not carry over.
+  const KernelTraffic kernels = exchange_method(m_config.exchange.method)
+                                    .kernel_traffic(static_cast<double>(m_store.size()), planned, m_comm.size());
+  rec.add("kernel_bytes_compress", kernels.compress.bytes()).add("kernel_bytes_apply", kernels.apply.bytes());
   for (const Link& link : m_config.projection_links) {
     for (int p : m_config.projection_ranks)
       rec.add("modelled_comm_s_p" + std::to_string(p) + "_" + std::to_string(std::lround(link.gbit_per_s())) + "gbps",
