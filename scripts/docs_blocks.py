@@ -33,6 +33,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import paper_report  # noqa: E402
 import lr_sweep_report  # noqa: E402
+import scaling_report  # noqa: E402
 import convergence_report  # noqa: E402
 
 BEGIN = re.compile(r"^<!-- generated: ([a-z0-9-]+) -->$")
@@ -181,7 +182,10 @@ def conv_groups(root):
     """{group: (model, ranks, optimizer, target, rows)} for every group with a finished dense run."""
     out = {}
     base = os.path.join(root, CONV)
-    for g in sorted(os.listdir(base)):
+    def order(g):  # model, then rank count as a number, then optimizer
+        m = GROUP.match(g)
+        return (m.group(1), int(m.group(2)), ["sgd", "momentum", "adam"].index(m.group(3))) if m else ("", 0, 0)
+    for g in sorted(os.listdir(base), key=order):
         m = GROUP.match(g)
         if not m or not os.path.isdir(os.path.join(base, g)):
             continue
@@ -231,7 +235,8 @@ for _model, _optimizers in (("lstm", ("sgd", "adam")), ("mlp", ("sgd", "momentum
 
 @generator("convergence-summary", CONV)
 def convergence_summary(root):
-    """README's rows: per group, tuned dense and every A2SGD run, steps to the target and traffic."""
+    """README's rows: per group, tuned dense and the A2SGD runs at the group's least traffic (the
+    defaults; docs/convergence.md has the variants), steps to the target and traffic."""
     lines = ["| model, ranks, optimizer: target | tuned dense: steps to target, final | A2SGD: steps to target "
              "(x dense), final, bytes (x dense) |", "|---|---|---|"]
     for g, (model, ranks, optimizer, target, rows) in conv_groups(root).items():
@@ -239,8 +244,14 @@ def convergence_summary(root):
         ref = next(r for r in rows.values() if r["reference"])
         reach, final = conv_cell(ref, m["fmt"])
         others = []
+        # The least traffic of the group's A2SGD runs: the defaults (other rows are the variants
+        # tried, which docs/convergence.md's group table lists).
+        least = min((r["bytes_per_step"] for r in rows.values()
+                     if not r["config"].startswith("dense") and r.get("bytes_per_step")), default=None)
         for r in sorted(rows.values(), key=lambda r: r["config"]):
             if r["config"].startswith("dense"):
+                continue
+            if least and r.get("bytes_per_step") and r["bytes_per_step"] > 1.01 * least:
                 continue
             a_reach, a_final = conv_cell(r, m["fmt"])
             share = "" if not r.get("traffic_vs_dense") else f", {100 * r['traffic_vs_dense']:.2f}% of dense's bytes"
@@ -363,6 +374,40 @@ def bench_kernels(root):
     return lines
 
 
+# ---- scaling: measured rank counts and the projection (docs/scaling.md) ----
+PROJECTION = "docs/results/scaling/projection"
+PROJECTION_COMMAND = "`scripts/scaling_projection.sh`, then `scripts/scaling_report.py`'s model"
+
+
+@generator("scaling-measured", CONV)
+def scaling_measured(root):
+    return scaling_report.measured_table(os.path.join(root, CONV)) + [
+        "", source_line(CONV, "`scripts/convergence_report.py`'s groups, per rank count")]
+
+
+def _projection_block(gbit):
+    def generate(root):
+        return scaling_report.projection_table(os.path.join(root, PROJECTION), gbit) + [
+            "", source_line(PROJECTION, PROJECTION_COMMAND)]
+    return generate
+
+
+for _gbit in (25, 200):
+    generator(f"scaling-projection-{_gbit}", PROJECTION)(_projection_block(_gbit))
+
+
+@generator("scaling-allreduce", PROJECTION)
+def scaling_allreduce(root):
+    return scaling_report.allreduce_lines(os.path.join(root, PROJECTION)) + [
+        "", source_line(PROJECTION, PROJECTION_COMMAND)]
+
+
+@generator("scaling-time-to-target", PROJECTION)
+def scaling_time_to_target(root):
+    return scaling_report.time_to_target(os.path.join(root, PROJECTION), os.path.join(root, CONV)) + [
+        "", source_line(PROJECTION, PROJECTION_COMMAND + " with the steps of docs/results/convergence/")]
+
+
 # ---- plots: data folder -> f(root, out) drawing its PNGs into out ----
 def _paper_plots(root, out):
     import subprocess
@@ -371,7 +416,9 @@ def _paper_plots(root, out):
 
 
 PLOTS = {PAPER: _paper_plots,
-         SWEEP: lambda root, out: lr_sweep_report.plot(os.path.join(root, SWEEP), out)}
+         SWEEP: lambda root, out: lr_sweep_report.plot(os.path.join(root, SWEEP), out),
+         "docs/results/scaling": lambda root, out: scaling_report.plot(os.path.join(root, PROJECTION),
+                                                                       os.path.join(root, CONV), out)}
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+\.png)\)")
 
 

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""scripts/scaling_projection.sh on a stand-in a2sgd-train and scripts/scaling_report.py on runs with
+known inputs (docs/scaling.md):
+
+- the projection script runs every method once on 2 ranks with the rank counts and links given,
+  a2sgd-paper as the paper's exchange (model-wide means, no averaging, zero gradients moved),
+  keeps a failing run's log and returns its code, refuses bad options with exit 2;
+- the report's GPU step is compute (the language model's FLOPs at the GPU's FP32 peak) + the
+  kernels' bytes at its memory bandwidth + the modelled communication, an all-gather method's decode
+  bytes scaled by p / the run's ranks; dense / A2SGD is the ratio of those steps; the time to target
+  is the measured steps times the modelled step.
+
+Usage: check_scaling.py SCRIPTS_DIR WORK_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scriptcheck import check, executable, finish, option, recorded_calls, standin_launcher  # noqa: E402
+
+scripts, work = sys.argv[1], sys.argv[2]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+sys.path.insert(0, scripts)
+import scaling_report  # noqa: E402
+
+calls = os.path.join(work, "calls.txt")
+# A stand-in a2sgd-train: records its arguments, writes a summary and config.ini; qsgd fails with 5.
+executable(os.path.join(work, "build", "apps", "train", "a2sgd-train"), f"""#!/usr/bin/env python3
+import json, os, sys
+a = sys.argv[1:]
+with open({calls!r}, "a") as fh:
+    fh.write(" ".join(a) + "\\n")
+if a[a.index("--compressor") + 1] == "qsgd":
+    print("qsgd stand-in failure")
+    sys.exit(5)
+out = a[a.index("--output-dir") + 1]
+os.makedirs(out, exist_ok=True)
+with open(a[a.index("--metrics") + 1], "w") as fh:
+    fh.write(json.dumps(dict(event="summary", model="lstm-lm 10000-200-200x2")) + "\\n")
+with open(os.path.join(out, "config.ini"), "w") as fh:
+    fh.write("project-ranks = 2,4\\n")
+""")
+env = standin_launcher(work, calls)
+out = os.path.join(work, "projection")
+
+
+def project(*args):
+    return subprocess.run(["bash", os.path.join(scripts, "scaling_projection.sh"), "--build",
+                           os.path.join(work, "build"), "--out", out, *args], capture_output=True, text=True, env=env)
+
+
+r = project("--nosuch")
+check(r.returncode == 2 and "unknown option" in r.stderr, f"refuses an unknown option with exit 2 ({r.returncode})")
+r = project("--methods", "dense a2sgd a2sgd-paper qsgd powersgd", "--ranks-list", "2,64", "--links", "25:15,200:1")
+runs = recorded_calls(calls)
+check(r.returncode == 5, f"the failing run's code is the script's ({r.returncode})")
+check([option(a, "--compressor") for a in runs] == ["dense", "a2sgd", "a2sgd", "qsgd", "powersgd"],
+      f"every method once, in order, past the failure: {[option(a, '--compressor') for a in runs]}")
+check(all(option(a, "--project-ranks") == "2,64" and option(a, "--project-links") == "25:15,200:1"
+          and option(a, "--model") == "lstm" and option(a, "--dataset") == "ptb" for a in runs),
+      "the rank counts and links given, on the language model")
+paper = runs[2]
+check(option(paper, "--a2sgd-granularity") == "model" and option(paper, "--a2sgd-average-every") == "0"
+      and option(paper, "--a2sgd-zero-gradient") == "move", "a2sgd-paper is the paper's exchange")
+check(option(runs[1], "--a2sgd-granularity") is None, "a2sgd runs at a2sgd-train's defaults")
+check([line for line in open(calls) if line.startswith("np=")] == ["np=2\n"] * 5, "every run on 2 ranks")
+check(os.path.exists(os.path.join(out, "qsgd.log")) and not os.path.exists(os.path.join(out, "dense.log")),
+      "the failing run's log is kept, a finished run's removed")
+check(os.path.exists(os.path.join(out, "a2sgd-paper.jsonl")) and
+      os.path.exists(os.path.join(out, "a2sgd-paper", "config.ini")), "run M's metrics in M.jsonl, config in M/")
+
+# The report on runs with known inputs: 2 ranks measured, p = 2 and 64 projected, one link of
+# 25 Gbit/s (alpha 15 us). Compute: the 10000-200-200x2 language model, 20 x 35 tokens: per token
+# 2*4*200*400 per layer (2 layers) + 2*200*10000 = 5.28 MFLOP, x3 x 700 = 11.088 GFLOP at 67 TFLOP/s.
+proj = os.path.join(work, "known")
+def run(method, comm2, comm64, compress, apply, allgather=False):
+    os.makedirs(os.path.join(proj, method), exist_ok=True)
+    summary = dict(event="summary", model="lstm-lm 10000-200-200x2", batch_size=20, world_size=2,
+                   decode_scales_with_ranks=allgather, kernel_bytes_compress=compress, kernel_bytes_apply=apply,
+                   modelled_comm_s_p2_25gbps=comm2, modelled_comm_s_p64_25gbps=comm64)
+    with open(os.path.join(proj, method + ".jsonl"), "w") as fh:
+        fh.write(json.dumps(summary) + "\n")
+    with open(os.path.join(proj, method, "config.ini"), "w") as fh:
+        fh.write("bptt = 35\nproject-ranks = 2,64\nproject-links = 25:15\n")
+run("dense", 6e-3, 12e-3, 0.0, 4.8e9)           # apply: 1 ms at 4.8 TB/s
+run("a2sgd", 1e-4, 2e-4, 4.8e8, 4.8e8)          # kernels: 0.2 ms
+run("topk", 1e-4, 2e-3, 0.0, 4.8e8, allgather=True)  # decode 0.1 ms at 2 ranks, 3.2 ms at 64
+compute = 11.088e9 / 67e12
+runs_, links, ranks, c = scaling_report.projection(proj)
+check(abs(c - compute) < 1e-12 and links == [(25.0, 15.0)] and ranks == [2, 64],
+      f"compute {c * 1e3:.6f} ms (expected {compute * 1e3:.6f}), links and ranks from config.ini")
+dense64 = compute + 1e-3 + 12e-3
+a2sgd64 = compute + 0.2e-3 + 2e-4
+topk64 = compute + 3.2e-3 + 2e-3
+got = [scaling_report.step_seconds(runs_[m][0], 64, 25.0, compute) for m in ("dense", "a2sgd", "topk")]
+check(all(abs(g - w) < 1e-12 for g, w in zip(got, (dense64, a2sgd64, topk64))),
+      f"steps at 64 ranks {got}, expected {(dense64, a2sgd64, topk64)} (Top-K's decode x 32)")
+table = scaling_report.projection_table(proj, 25.0)
+row = next(line for line in table if line.startswith("| 64 |"))
+slow = 10 * compute
+check(f"| {dense64 / a2sgd64:.1f} |" in row and
+      row.endswith(f"| {(slow + 13e-3) / (slow + 0.4e-3):.1f} |"), f"dense / A2SGD at 1x and 10x compute: {row}")
+check(f"{1e3 * dense64:.3f}" in row and f"{1e3 * topk64:.3f}" in row, "the row's step times in ms")
+# Time to target: a 2-rank group with tuned dense and A2SGD's defaults.
+conv = os.path.join(work, "convergence", "lstm_p2_sgd")
+os.makedirs(conv)
+def conv_run(name, perplexities, bytes_per_step):
+    with open(os.path.join(conv, name + ".jsonl"), "w") as fh:
+        for step, ppl in perplexities:
+            fh.write(json.dumps(dict(event="eval", step=step, valid_perplexity=ppl, valid_perplexity_averaged=ppl,
+                                     replica_divergence=0.0)) + "\n")
+        fh.write(json.dumps(dict(event="summary", steps=perplexities[-1][0], bytes_per_step=bytes_per_step,
+                                 step_time_s=0.1, world_size=2,
+                                 total_comm_bytes=bytes_per_step * perplexities[-1][0],
+                                 dense_bytes_per_step=1000.0)) + "\n")
+conv_run("dense-lr40", [(100, 200.0), (200, 100.0)], 1000.0)      # target 110: crossed between 100 and 200
+conv_run("a2sgd-layer-k200-hold-lr30", [(100, 300.0), (200, 110.0), (300, 90.0)], 5.0)
+ttt = scaling_report.time_to_target(proj, os.path.dirname(conv))
+line = next((line for line in ttt if line.startswith("| 2 ranks")), "")
+dense2 = compute + 1e-3 + 6e-3
+a2sgd2 = compute + 0.2e-3 + 1e-4
+check(" x " in line and f"{200 * a2sgd2:.2f} |" in line,
+      f"A2SGD reaches the target at step 200: 200 x its modelled step ({line})")
+finish()
