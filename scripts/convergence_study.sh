@@ -24,6 +24,7 @@
 #                        -hold        --a2sgd-zero-gradient hold
 #                        -w<W>        --a2sgd-warmup-steps W
 #                        -frozen      --a2sgd-moments frozen (Adam; needs -w<W>)
+#                        -decoded     --a2sgd-moments decoded (the optimizer on the decoded update)
 #                        -lr<X>       --lr X (instead of the optimizer's rate below)
 #                        -clip<X>     --clip X
 #   --force            run again even where a finished run's metrics exist (default: skip them, so
@@ -126,6 +127,7 @@ config_options() {
       weighted) averaging=weighted ;;
       hold) zeros=hold ;;
       frozen) moments=frozen ;;
+      decoded) moments=decoded ;;
       k[1-9]*) [[ ${part#k} =~ ^[0-9]+$ ]] || return 1; every=${part#k} ;;
       w[1-9]*) [[ ${part#w} =~ ^[0-9]+$ ]] || return 1; warmup=${part#w} ;;
       lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; o+=(--lr "${part#lr}") ;;

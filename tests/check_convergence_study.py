@@ -102,10 +102,13 @@ for configs, what in (("a2sgd-bogus", "unknown part"), ("a2sgd-k0", "K = 0"), ("
 out = study("--ranks", "2", "--optimizers", "momentum", "--configs", "dense")
 check(out.returncode == 2 and "momentum" in out.stderr, f"momentum with the LSTM: exit 2 (got {out.returncode})")
 
-out = study("--model", "mlp", "--ranks", "4", "--optimizers", "adam", "--configs", "a2sgd-k100-frozen-w20-lr0.0005")
+out = study("--model", "mlp", "--ranks", "4", "--optimizers", "adam", "--configs",
+            "a2sgd-k100-frozen-w20-lr0.0005 a2sgd-decoded")
 runs = recorded()
-check(out.returncode == 0 and len(runs) == 4, f"mlp adam: exit 0, one more run (got {out.returncode}, {len(runs)})")
-if len(runs) == 4:
+check(out.returncode == 0 and len(runs) == 5, f"mlp adam: exit 0, two more runs (got {out.returncode}, {len(runs)})")
+if len(runs) == 5:
+    check(option(runs[4], "--a2sgd-moments") == "decoded" and option(runs[4], "--a2sgd-average-every") == "0",
+          f"a2sgd-decoded: the decoded moment scheme, no averaging: {runs[4]}")
     r = runs[3]
     check(option(r, "--model") == "mlp" and option(r, "--optimizer") == "adam" and option(r, "--lr") == "0.0005"
           and option(r, "--a2sgd-moments") == "frozen" and option(r, "--a2sgd-warmup-steps") == "20"
@@ -113,7 +116,7 @@ if len(runs) == 4:
           f"a2sgd-k100-frozen-w20-lr0.0005 with Adam on the MLP (3 epochs by default): {r}")
 
 out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "1", "--configs", "a2sgd-lr999 a2sgd-lr555 a2sgd-lr1")
-check(out.returncode == 5 and len(recorded()) == 7,
+check(out.returncode == 5 and len(recorded()) == 8,
       f"a diverged run (3) does not stop the study, a failed one (5) is its exit code, the rest still run "
       f"(got {out.returncode}, {len(recorded())} runs)")
 
