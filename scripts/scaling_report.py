@@ -236,7 +236,7 @@ def plot(projection_dir, convergence, out):
         plt.close(fig)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for (model, opt), by_ranks in sorted(measured_rows(convergence).items()):
-        # The default configuration of each group: the one with the least traffic that a user gets.
+        # Per group the A2SGD run with the smallest ratio among those that reached the target.
         pts = []
         for p in sorted(by_ranks):
             others = [o for o in by_ranks[p][3] if o[1] is not None and o[2]]
