@@ -237,9 +237,21 @@ for _model, _optimizers in (("lstm", ("sgd", "adam")), ("mlp", ("sgd", "momentum
 def convergence_summary(root):
     """README's rows: per group, tuned dense and the A2SGD runs at the group's least traffic (the
     defaults; docs/convergence.md has the variants), steps to the target and traffic."""
+    return _summary(root, ("lstm", "mlp"), "`scripts/convergence_report.py`; docs/convergence.md has each group")
+
+
+@generator("convergence-summary-lstm", CONV)
+def convergence_summary_lstm(root):
+    """docs/convergence.md's opening table: the README's rows of the language model alone."""
+    return _summary(root, ("lstm",), "`scripts/convergence_report.py`; each group's table below")
+
+
+def _summary(root, models, command):
     lines = ["| model, ranks, optimizer: target | tuned dense: steps to target, final | A2SGD: steps to target "
              "(x dense), final, bytes (x dense) |", "|---|---|---|"]
     for g, (model, ranks, optimizer, target, rows) in conv_groups(root).items():
+        if model not in models:
+            continue
         m = convergence_report.MODELS[model]
         ref = next(r for r in rows.values() if r["reference"])
         reach, final = conv_cell(ref, m["fmt"])
@@ -259,7 +271,7 @@ def convergence_summary(root):
         label = "LSTM on PTB" if model == "lstm" else "MLP on Fashion-MNIST"
         lines.append(f"| {label}, {ranks} ranks, {CONV_OPTIMIZERS[optimizer]}: {format(target, m['fmt'])} "
                      f"({m['rule']}) | {ref['config']}: {reach}, {final} | {'; '.join(others) or '-'} |")
-    return lines + ["", source_line(CONV, "`scripts/convergence_report.py`; docs/convergence.md has each group")]
+    return lines + ["", source_line(CONV, command)]
 
 
 # ---- the PyTorch example (docs/pytorch.md) ----
@@ -395,6 +407,33 @@ def moments_mlp_p4(root):
             lines.append(f"| {CONV_OPTIMIZERS[optimizer]} | {r['config']} | {r['final_averaged']:.4f} | {gap} "
                          f"| {r.get('replica_divergence', 0):.2f} |")
     return lines + ["", source_line(MOMENTS, "`scripts/convergence_study.sh --model mlp --ranks 4`, 3 epochs")]
+
+
+# ---- per-tensor diagnostics of the pure exchange (docs/convergence.md, why pure A2SGD drifts) ----
+DIAGNOSTICS = "docs/results/diagnostics"
+DIAG_TENSORS = (("embedding.weight", "embedding"), ("lstm0.weight_ih", "layer 1 input"), ("decoder.weight", "decoder"))
+
+
+@generator("diagnostics-lstm-p2", DIAGNOSTICS)
+def diagnostics_lstm_p2(root):
+    """Per zero-gradient rule (move, hold), at the first and the last diagnostics step: the
+    embedding's fraction of exactly-zero gradient entries and the share of its update norm that
+    falls on them, and per tensor the update's norm against the averaged gradient's."""
+    import json
+    lines = ["| zero-gradient rule | step | embedding: zero-gradient entries | embedding: update on them "
+             "| update / averaged gradient: " + ", ".join(label for _, label in DIAG_TENSORS) + " |",
+             "|---|---|---|---|---|"]
+    for rule in ("move", "hold"):
+        path = os.path.join(root, DIAGNOSTICS, f"lstm_p2_{rule}.jsonl")
+        with open(path) as f:
+            records = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("event") == "diagnostics"]
+        if not records:
+            raise SystemExit(f"docs_blocks.py: {path} holds no diagnostics records")
+        for r in (records[0], records[-1]):
+            ratios = ", ".join(f"{r[t + '.update_ratio']:,.2f}" for t, _ in DIAG_TENSORS)
+            lines.append(f"| {rule} | {r['step']} | {100 * r['embedding.weight.zero_fraction']:.0f}% "
+                         f"| {100 * r['embedding.weight.zero_update_share']:.0f}% | {ratios} |")
+    return lines + ["", source_line(DIAGNOSTICS, "`a2sgd-train --diagnostics-every 20`, 2 ranks, 200 steps")]
 
 
 # ---- scaling: measured rank counts and the projection (docs/scaling.md) ----

@@ -18,6 +18,11 @@
 #                      the standard recipe's 20, and 30 for the A2SGD runs, docs/convergence.md)
 #   --adam-lr X        Adam learning rate of every run (default: a2sgd-train's, 0.002, and 0.003 for
 #                      the A2SGD runs, docs/convergence.md)
+#   --rates FILE       every baseline (dense, Top-K, QSGD, PowerSGD) at its own best rate of a
+#                      learning-rate sweep: FILE is scripts/lr_sweep_report.py's best.json, read at the
+#                      cell lstm_p<ranks>_<optimizer>; a run whose method the cell lacks is refused
+#                      (exit 2) before anything trains. The A2SGD runs keep a2sgd-train's defaults,
+#                      A2SGD's tuned rates (docs/convergence.md). Not with --sgd-lr/--adam-lr.
 #   --frozen-warmup W  dense warm-up steps of frozen-variance Adam (default 10% of --steps)
 #   --runs "a b ..."   a subset of the run names below (default: all)
 #   --target X         target validation perplexity (default: dense's final value x 1.1, per optimizer)
@@ -34,7 +39,7 @@
 #                      (all-reduce and all-gather forced to the ring, a2sgd-cluster run --collectives;
 #                      the timings go to OUT/network-RATE-pP-ring/)
 # Runs: dense_sgd a2sgd_sgd a2sgd-pure_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-pure_adam
-#       topk_adam qsgd_adam; on request a2sgd-frozen_adam. a2sgd: the language model's defaults
+#       topk_adam qsgd_adam; on request a2sgd-frozen_adam, powersgd_sgd and powersgd_adam. a2sgd: the language model's defaults
 #       (layer-wise means, held zero gradients, replicas averaged every 200 steps: 0.5% of dense's
 #       traffic, docs/convergence.md); a2sgd-pure: the paper's method (model-wide means, zero
 #       gradients moved, no averaging: 16 bytes per step).
@@ -52,6 +57,7 @@ steps=2000
 eval_every=250
 sgd_lr=
 adam_lr=
+rates_file=
 frozen_warmup=
 runs="dense_sgd a2sgd_sgd a2sgd-pure_sgd topk_sgd qsgd_sgd dense_adam a2sgd_adam a2sgd-pure_adam topk_adam qsgd_adam"
 target=
@@ -71,6 +77,7 @@ while [[ $# -gt 0 ]]; do
     --eval-every) eval_every=${2:?}; shift 2 ;;
     --sgd-lr) sgd_lr=${2:?}; shift 2 ;;
     --adam-lr) adam_lr=${2:?}; shift 2 ;;
+    --rates) rates_file=${2:?}; shift 2 ;;
     --frozen-warmup) frozen_warmup=${2:?}; shift 2 ;;
     --runs) runs=${2:?}; shift 2 ;;
     --target) target=${2:?}; shift 2 ;;
@@ -88,6 +95,10 @@ for v in ranks steps eval_every timing_steps; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v//_/-} must be a positive integer (got '${!v}')"
 done
 [[ $collectives == openmpi || $collectives == ring ]] || die "--collectives must be openmpi or ring (got '$collectives')"
+if [[ -n $rates_file ]]; then
+  [[ -z $sgd_lr && -z $adam_lr ]] || die "--rates takes each baseline's rate from its sweep; it cannot be combined with --sgd-lr or --adam-lr"
+  [[ -r $rates_file ]] || die "--rates: cannot read '$rates_file'"
+fi
 [[ -z $frozen_warmup ]] && frozen_warmup=$(( steps / 10 > 0 ? steps / 10 : 1 ))
 [[ $frozen_warmup =~ ^[1-9][0-9]*$ ]] || die "--frozen-warmup must be a positive integer"
 train=$build/apps/train/a2sgd-train
@@ -98,12 +109,48 @@ python=${PYTHON:-/usr/bin/python3}
 source "$here/training_runs.sh"
 mkdir -p "$out" || die "cannot create $out"
 
+# With --rates, every baseline run's tuned rate, one "name rate" line per run, or exit 2 naming
+# the run whose method the sweep's cell lacks (so no run trains at a rate nobody tuned).
+declare -A tuned_lr=()
+if [[ -n $rates_file ]]; then
+  tuned=$("$python" - "$rates_file" "$ranks" $runs <<'PY'
+import json, sys
+path, ranks, runs = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    with open(path) as f:
+        best = json.load(f)
+except (OSError, ValueError) as e:
+    print(f"paper_experiment.sh: error: --rates: '{path}' is not a sweep's best.json: {e}", file=sys.stderr)
+    sys.exit(2)
+for run in runs:
+    method, optimizer = run.rsplit("_", 1) if "_" in run else (run, "")
+    if method not in ("dense", "topk", "qsgd", "powersgd"):
+        continue  # the A2SGD runs keep a2sgd-train's defaults
+    cell = f"lstm_p{ranks}_{optimizer}"
+    entry = best.get(cell, {}).get(method) if isinstance(best, dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("lr"), (int, float)) or entry["lr"] <= 0:
+        print(f"paper_experiment.sh: error: --rates: '{path}' has no tuned rate for {method} in cell {cell} "
+              f"(run {run}); sweep it first: scripts/lr_sweep.sh --ranks {ranks} --methods {method} "
+              f"--optimizers {optimizer}", file=sys.stderr)
+        sys.exit(2)
+    if entry.get("edge"):
+        print(f"paper_experiment.sh: warning: {method}'s best rate in {cell} is at the edge of the rates tried",
+              file=sys.stderr)
+    lr = repr(float(entry["lr"]))
+    print(run, lr[:-2] if lr.endswith(".0") else lr)
+PY
+) || exit 2
+  while read -r name lr; do
+    [[ -n $name ]] && tuned_lr[$name]=$lr
+  done <<<"$tuned"
+fi
+
 # The options of one run, by name.
 run_options() {
   local method=${1%_*} optimizer=${1##*_}
   local -a o
   case "$method" in
-    dense|topk|qsgd) o=(--compressor "$method") ;;
+    dense|topk|qsgd|powersgd) o=(--compressor "$method") ;;
     a2sgd) o=(--compressor a2sgd) ;;
     a2sgd-pure) o=(--compressor a2sgd --a2sgd-granularity model --a2sgd-average-every 0 --a2sgd-zero-gradient move) ;;
     a2sgd-frozen) o=(--compressor a2sgd --a2sgd-moments frozen --a2sgd-warmup-steps "$frozen_warmup") ;;
@@ -114,6 +161,7 @@ run_options() {
     adam) o+=(--optimizer adam ${adam_lr:+--lr "$adam_lr"}) ;;
     *) return 1 ;;
   esac
+  [[ -n ${tuned_lr[$1]:-} ]] && o+=(--lr "${tuned_lr[$1]}")
   printf '%s\n' "${o[@]}"
 }
 

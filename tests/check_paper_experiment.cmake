@@ -42,6 +42,31 @@ file(STRINGS ${out}/lr5/a2sgd_sgd.jsonl summary REGEX "\"event\": \"summary\"")
 if(NOT rc EQUAL 0 OR NOT summary MATCHES "\"lr\": 5[,}]")
   message(FATAL_ERROR "--sgd-lr 5: exit code ${rc}, summary: ${summary}\n${stdout}${stderr}")
 endif()
+# --rates: each baseline at its rate in a sweep's best.json (cell lstm_p2_<optimizer>), the A2SGD runs
+# at a2sgd-train's defaults; a baseline the cell lacks is refused before anything trains.
+file(WRITE ${out}/best.json [=[{"lstm_p2_sgd": {"dense": {"lr": 7.0, "edge": false}, "a2sgd": {"lr": 80.0}},
+ "lstm_p2_adam": {"powersgd": {"lr": 0.0007, "edge": true}}}]=])
+execute_process(COMMAND ${env} bash ${SCRIPT} --out ${out}/tuned --build ${BUILD} --steps 4 --eval-every 4 --no-report
+                        --runs "dense_sgd a2sgd_sgd powersgd_adam" --rates ${out}/best.json
+                        -- --data-dir ${DATA} --hidden 32 --bptt 20 --batch-size 10 --eval-batch 20
+                RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr)
+if(NOT rc EQUAL 0 OR NOT stderr MATCHES "warning: powersgd's best rate in lstm_p2_adam is at the edge")
+  message(FATAL_ERROR "--rates: exit code ${rc} (expected 0 and an edge warning)\n${stdout}${stderr}")
+endif()
+foreach(case "dense_sgd;7" "a2sgd_sgd;30" "powersgd_adam;0.0007")
+  list(GET case 0 run)
+  list(GET case 1 rate)
+  file(STRINGS ${out}/tuned/${run}.jsonl summary REGEX "\"event\": \"summary\"")
+  if(NOT summary MATCHES "\"lr\": ${rate}[,}]")
+    message(FATAL_ERROR "--rates: ${run} should train at ${rate}:\n${summary}\n${stderr}")
+  endif()
+endforeach()
+execute_process(COMMAND ${env} bash ${SCRIPT} --out ${out}/untuned --build ${BUILD} --steps 4 --no-report
+                        --runs "dense_sgd topk_sgd" --rates ${out}/best.json -- --data-dir ${DATA}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE stdout ERROR_VARIABLE stderr)
+if(NOT rc EQUAL 2 OR NOT stderr MATCHES "no tuned rate for topk in cell lstm_p2_sgd" OR EXISTS ${out}/untuned/dense_sgd.jsonl)
+  message(FATAL_ERROR "--rates without topk's cell: exit code ${rc} (expected 2, nothing trained)\n${stdout}${stderr}")
+endif()
 file(READ ${out}/report.md report)
 foreach(pattern "## ADAM: target validation perplexity [0-9.]+ \\(dense's final x 1.1\\)"
                 "## SGD: target validation perplexity [0-9.]+ \\(dense's final x 1.1\\)"
