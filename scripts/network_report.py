@@ -162,12 +162,13 @@ def group_markdown(optimizer, model, target, rule, rows, ratios):
     return md
 
 
-def main():
-    args = parse_args()
-    link_file = os.path.join(args.net, "link.txt")
+def build_report(full, net, model=None, stated=None):
+    """(Markdown lines, {optimizer: report}) of the full runs in FULL against the timed runs in NET."""
+    args = argparse.Namespace(full=full, net=net, model=model, stated=dict(stated or {}))
+    link_file = os.path.join(net, "link.txt")
     link = open(link_file).read().strip() if os.path.exists(link_file) else "?"
     groups = load_groups(args)
-    md = [f"# Time to target over the emulated network ({os.path.basename(os.path.normpath(args.net))})", "",
+    md = [f"# Time to target over the emulated network ({os.path.basename(os.path.normpath(net))})", "",
           f"Link fitted by a2sgd-netbench: {link} (GBIT_PER_S:ALPHA_US[:half]).", ""]
     out = {}
     for optimizer, runs in sorted(groups.items()):
@@ -184,6 +185,12 @@ def main():
         ratios = ratios_of(rows)
         out[optimizer] = dict(target=target, target_rule=rule, link=link, runs=rows, ratios=ratios)
         md += group_markdown(optimizer, model, target, rule, rows, ratios)
+    return md, out
+
+
+def main():
+    args = parse_args()
+    md, out = build_report(args.full, args.net, args.model, args.stated)
     with open(os.path.join(args.net, args.report + ".json"), "w") as fh:
         json.dump(out, fh, indent=1)
     with open(os.path.join(args.net, args.report + ".md"), "w") as fh:
