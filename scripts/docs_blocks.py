@@ -35,6 +35,7 @@ import paper_report  # noqa: E402
 import lr_sweep_report  # noqa: E402
 import scaling_report  # noqa: E402
 import convergence_report  # noqa: E402
+import network_report  # noqa: E402
 
 BEGIN = re.compile(r"^<!-- generated: ([a-z0-9-]+) -->$")
 END = re.compile(r"^<!-- end generated: ([a-z0-9-]+) -->$")
@@ -407,6 +408,29 @@ def moments_mlp_p4(root):
             lines.append(f"| {CONV_OPTIMIZERS[optimizer]} | {r['config']} | {r['final_averaged']:.4f} | {gap} "
                          f"| {r.get('replica_divergence', 0):.2f} |")
     return lines + ["", source_line(MOMENTS, "`scripts/convergence_study.sh --model mlp --ranks 4`, 3 epochs")]
+
+
+# ---- the paper experiment timed over the emulated network (docs/network.md) ----
+# block: (full runs on one node: steps to the target, the runs timed across emulated nodes)
+NETWORK_BLOCKS = {"network-lstm-p2": ("docs/results/paper", "docs/results/paper/network-250mbit-p2"),
+                  "network-lstm-p4": ("docs/results/paper-p4", "docs/results/paper-p4/network-250mbit-p4-ring")}
+
+
+def network_block(full, net):
+    def generate(root):
+        md, _ = network_report.build_report(os.path.join(root, full), os.path.join(root, net))
+        lines = []
+        for line in md[2:]:  # the report's title names a folder; the block's source line does that
+            lines.append(f"**{line[3:]}**" if line.startswith("## ") else line)
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines + ["", source_line(net, f"`scripts/network_report.py {full} {net}`: steps to the target "
+                                             "from the full runs x the step timed over the network")]
+    return generate
+
+
+for _name, (_full, _net) in NETWORK_BLOCKS.items():
+    generator(_name, _net)(network_block(_full, _net))
 
 
 # ---- per-tensor diagnostics of the pure exchange (docs/convergence.md, why pure A2SGD drifts) ----

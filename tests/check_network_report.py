@@ -91,6 +91,27 @@ if out.returncode == 0:
     check(bad.returncode != 0 and "--report" in bad.stderr and not os.path.exists(os.path.join(work, "escape.json")),
           f"--report with a path is refused (got {bad.returncode}: {bad.stderr.strip()})")
 
+# docs_blocks.py's network-lstm-p2 block from the same runs laid out as the results tree holds them:
+# the time to the target and the ratio as the report has them, headings turned into bold lines.
+sys.path.insert(0, scripts)
+import docs_blocks  # noqa: E402
+tree = os.path.join(work, "tree")
+full_p2, net_p2 = docs_blocks.NETWORK_BLOCKS["network-lstm-p2"]
+for name in ("dense_sgd", "a2sgd_sgd"):
+    for src, dst in ((full, full_p2), (net, net_p2)):
+        os.makedirs(os.path.join(tree, dst), exist_ok=True)
+        shutil.copy(os.path.join(src, name + ".jsonl"), os.path.join(tree, dst, name + ".jsonl"))
+block = "\n".join(docs_blocks.GENERATORS["network-lstm-p2"][0](tree))
+print(block)
+check("**sgd: target validation perplexity 110 (dense's final x 1.1)**" in block and "## " not in block,
+      "the block's heading is a bold line with the target")
+check("| a2sgd_sgd | 250 | 500.0 (10.0) |" in block and "| 125 s |" in block and "| 600 s |" in block,
+      "the block has A2SGD's 250 steps, 0.5 s step and 125 s to the target, dense's 600 s")
+check("| a2sgd : dense | 4.80x |" in block, "and the ratio 600 / 125 = 4.80x")
+check(block.rstrip().endswith(f"from `{net_p2}/` (`scripts/network_report.py {full_p2} {net_p2}`: steps to the "
+                              "target from the full runs x the step timed over the network)._"),
+      "the block ends with its source line naming the timed runs' folder")
+
 # A full run at 2 ranks next to a timed run at 4: refused, nothing written.
 bad_net = os.path.join(work, "net_bad")
 full_run(os.path.join(work, "full2", "dense_sgd.jsonl"), [300, 200, 110, 100], 2)
