@@ -25,6 +25,9 @@
 #                        -w<W>        --a2sgd-warmup-steps W
 #                        -frozen      --a2sgd-moments frozen (Adam; needs -w<W>)
 #                        -decoded     --a2sgd-moments decoded (the optimizer on the decoded update)
+#                        -mavg        --a2sgd-state-at-average average (the first moment averaged with
+#                                     the replicas; needs -k<K>)
+#                        -mreset      --a2sgd-state-at-average reset (the first moment zeroed there)
 #                        -lr<X>       --lr X (instead of the optimizer's rate below)
 #                        -clip<X>     --clip X
 #   --force            run again even where a finished run's metrics exist (default: skip them, so
@@ -116,7 +119,7 @@ config_options() {
     return 0
   fi
   [[ $name == a2sgd || $name == a2sgd-* ]] || return 1
-  local granularity=model every=0 residual=local averaging=mean zeros=move warmup=0 moments=local
+  local granularity=model every=0 residual=local averaging=mean zeros=move warmup=0 moments=local state=keep
   local -a o=(--compressor a2sgd)
   local IFS=-
   for part in ${name#a2sgd}; do
@@ -128,6 +131,8 @@ config_options() {
       hold) zeros=hold ;;
       frozen) moments=frozen ;;
       decoded) moments=decoded ;;
+      mavg) state=average ;;
+      mreset) state=reset ;;
       k[1-9]*) [[ ${part#k} =~ ^[0-9]+$ ]] || return 1; every=${part#k} ;;
       w[1-9]*) [[ ${part#w} =~ ^[0-9]+$ ]] || return 1; warmup=${part#w} ;;
       lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; o+=(--lr "${part#lr}") ;;
@@ -136,6 +141,8 @@ config_options() {
     esac
   done
   IFS=' '
+  # Stated only when it is not the default, so that earlier runs' command lines stay as they were.
+  [[ $state == keep ]] || o+=(--a2sgd-state-at-average "$state")
   echo "${o[*]} --a2sgd-granularity $granularity --a2sgd-average-every $every --a2sgd-residual $residual" \
     "--a2sgd-averaging $averaging --a2sgd-zero-gradient $zeros --a2sgd-warmup-steps $warmup --a2sgd-moments $moments"
 }

@@ -433,6 +433,52 @@ for _name, (_full, _net) in NETWORK_BLOCKS.items():
     generator(_name, _net)(network_block(_full, _net))
 
 
+# ---- every method on the MLP, 2 ranks of one node (docs/benchmarks.md) ----
+MLP_METHODS = "docs/results/mlp-methods-p2"
+
+
+@generator("mlp-methods-p2", MLP_METHODS)
+def mlp_methods_p2(root):
+    """Per method (scripts/compare_methods.sh's runs: <method>/metrics.jsonl and config.ini): its
+    optimizer, rate and method options, test accuracy, time per step and its parts, bytes."""
+    import json
+    base = os.path.join(root, MLP_METHODS)
+    runs = {}
+    for method in sorted(os.listdir(base)):
+        path = os.path.join(base, method, "metrics.jsonl")
+        if not os.path.isfile(path):
+            continue
+        with open(path) as f:
+            summary = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("event") == "summary"]
+        if not summary:
+            raise SystemExit(f"docs_blocks.py: {path} has no summary (an unfinished run)")
+        config = {}
+        with open(os.path.join(base, method, "config.ini")) as f:
+            for line in f:
+                key, sep, value = line.partition("=")
+                if sep and not line.startswith("#"):
+                    config[key.strip()] = value.strip()
+        runs[method] = (summary[-1], config)
+    if "dense" not in runs:
+        raise SystemExit(f"docs_blocks.py: {MLP_METHODS} has no dense run")
+    dense_bytes = runs["dense"][0]["bytes_per_step"]
+    lines = ["| method | optimizer, lr, options | test accuracy, rank 0 / averaged | ms per step | compress ms "
+             "| comm ms | bytes per step and rank | vs dense |", "|---|---|---|---|---|---|---|---|"]
+    for method in sorted(runs, key=lambda m: (m != "dense", m)):
+        r, config = runs[method]
+        # The method's own options; of A2SGD's, the three that set its traffic and its drift.
+        keys = (("a2sgd-granularity", "a2sgd-zero-gradient", "a2sgd-average-every") if method == "a2sgd"
+                else sorted(k for k in config if k.startswith(method + "-")))
+        options = [f"`--{k} {config[k]}`" for k in keys if k in config]
+        setting = ", ".join([f"{r['optimizer']} {r['lr']:g}"] + options)
+        lines.append(f"| {method} | {setting} | {r['test_accuracy']:.4f} / {r['test_accuracy_averaged']:.4f} "
+                     f"| {1e3 * r['step_time_s']:.3f} | {1e3 * r['compress_s_per_step']:.3f} "
+                     f"| {1e3 * r['comm_s_per_step']:.3f} | {r['bytes_per_step']:,.0f} "
+                     f"| {dense_bytes / r['bytes_per_step']:,.0f}x |")
+    return lines + ["", source_line(MLP_METHODS, "`scripts/compare_methods.sh`, 2 ranks, 3 epochs, every method's "
+                                                 "summary")]
+
+
 # ---- per-tensor diagnostics of the pure exchange (docs/convergence.md, why pure A2SGD drifts) ----
 DIAGNOSTICS = "docs/results/diagnostics"
 DIAG_TENSORS = (("embedding.weight", "embedding"), ("lstm0.weight_ih", "layer 1 input"), ("decoder.weight", "decoder"))

@@ -31,6 +31,14 @@ expect(2 "frozen: the frozen moment scheme is defined for Adam only" ${syn} --op
 expect(2 "frozen: .*needs at least one warm-up step" ${syn} --optimizer adam --a2sgd-moments frozen)
 expect(2 "local: Nesterov momentum is not defined" ${syn} --optimizer momentum --nesterov)
 expect(2 "unknown moment scheme \"late\" \\(valid: decoded, local, frozen\\)" ${syn} --a2sgd-moments late)
+# The first moment at the periodic average: refused without a moment, without averaging, and with
+# Adam's average (m without v).
+expect(2 "state-at-average reset: plain SGD has no optimizer state" ${syn} --compressor a2sgd --a2sgd-average-every 10
+       --a2sgd-state-at-average reset)
+expect(2 "state-at-average average: acts at the periodic average: needs --a2sgd-average-every K > 0" ${syn}
+       --compressor a2sgd --optimizer momentum --a2sgd-average-every 0 --a2sgd-state-at-average average)
+expect(2 "state-at-average average: with Adam the averaged m is not bounded" ${syn} --compressor a2sgd
+       --optimizer adam --a2sgd-state-at-average average)
 expect(2 "--divergence-threshold -1: must be >= 0" ${syn} --divergence-threshold -1)
 expect(2 "--project-ranks 2,,4: \"\" is not a rank count in \\[1, 16777216\\]" ${syn} --project-ranks 2,,4)
 expect(2 "--project-ranks 0: \"0\" is not a rank count" ${syn} --project-ranks 0)

@@ -422,6 +422,86 @@ TEST_CASE("A2SGD dense warm-up and periodic model averaging", "[a2sgd]") {
   CHECK(exchange.stats().total.messages == 2 + 4 + 2);
 }
 
+// --a2sgd-state-at-average: at each periodic average the optimizer's first moment (momentum buffer,
+// Adam's m) is averaged over the ranks like the parameters (one more all-reduce of 4n bytes) or set
+// to zero; Adam's v and the residual stay per rank, and between averages nothing changes.
+TEST_CASE("A2SGD's first moment at the periodic average: keep, average, reset", "[a2sgd][optim]") {
+  Communicator comm;
+  const std::size_t n = 2001;
+  for (const OptimizerKind kind : {OptimizerKind::momentum, OptimizerKind::adam}) {
+    for (const StateAtAverage rule : {StateAtAverage::keep, StateAtAverage::average, StateAtAverage::reset}) {
+      INFO((kind == OptimizerKind::adam ? "adam" : "momentum") << ", " << to_string(rule));
+      A2sgdOptions o;
+      o.average_every = 2;
+      o.state_at_average = rule;
+      A2sgdExchange exchange(comm, static_cast<Index>(n), o);
+      OptimizerConfig cfg;
+      cfg.kind = kind;
+      Optimizer opt(cfg, static_cast<Index>(n));
+      auto x = to_device(std::vector<float>(n, 0.0f));
+      std::vector<std::vector<float>> before;  // every state tensor just before the averaging step's average
+      for (int s = 0; s < 2; ++s) {
+        const auto g = random_gradient(n, 31u * static_cast<unsigned>(s) + static_cast<unsigned>(comm.rank()));
+        if (s == 1) {
+          // The state the averaging step starts from plus this step's own moment update: replay the
+          // step's local direction on a copy of the optimizer to know the pre-average moments.
+          Optimizer copy(cfg, static_cast<Index>(n));
+          const auto src = opt.state(), dst = copy.state();
+          for (std::size_t k = 0; k < src.size(); ++k) Kokkos::deep_copy(dst[k].view, src[k].view);
+          copy.local_direction(ExecutionSpace(), to_device(g), MomentScheme::local, 0);
+          for (const NamedView& v : copy.state()) before.push_back(to_host(v.view));
+        }
+        exchange.step(x, to_device(g), opt, 0.01);
+        const std::uint64_t expected = 16 + (s == 1 ? 4 * n * (rule == StateAtAverage::average ? 2 : 1) : 0);
+        CHECK(exchange.stats().last_step.bytes_sent == expected);
+      }
+      const auto state = opt.state();
+      const auto first = to_host(state.front().view);
+      const auto all_first = allgather(before.front());
+      int bad = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        double mean = 0.0, magnitude = 0.0;
+        for (int r = 0; r < comm.size(); ++r) {
+          mean += all_first[static_cast<std::size_t>(r) * n + i];
+          magnitude += std::abs(all_first[static_cast<std::size_t>(r) * n + i]);
+        }
+        mean /= comm.size();
+        // A float sum over p ranks in any order errs by at most (p - 1) u sum |v_r|, so the mean by
+        // (p - 1) / p u sum |v_r|, and the scaling by 1/p adds u |mean|: within 2 u (sum |v_r| +
+        // |mean|) of the exact mean, u = 2^-24.
+        const double bound = 2.0 * 0x1p-24 * (magnitude + std::abs(mean)) + 1e-38;
+        switch (rule) {
+          case StateAtAverage::keep:
+            bad += first[i] != before.front()[i];
+            break;
+          case StateAtAverage::average:
+            bad += std::abs(first[i] - mean) > bound;
+            break;
+          case StateAtAverage::reset:
+            bad += first[i] != 0.0f;
+            break;
+        }
+      }
+      CHECK(bad == 0);
+      if (kind == OptimizerKind::adam) CHECK(to_host(state.back().view) == before.back());  // v stays per rank
+      // The plan states the extra all-reduce where there is one.
+      CHECK(exchange.step_traffic().size() == (rule == StateAtAverage::average ? 3u : 2u));
+    }
+  }
+  CHECK_THROWS_WITH(parse_state_at_average("drop"), A2SGD_CONTAINS("keep, average, reset"));
+  A2sgdOptions never;
+  never.state_at_average = StateAtAverage::reset;
+  CHECK_THROWS_WITH(A2sgdExchange(comm, static_cast<Index>(n), never), A2SGD_CONTAINS("needs average_every > 0"));
+  // Plain SGD has no first moment: the step says so on every rank instead of doing nothing.
+  A2sgdOptions o;
+  o.average_every = 1;
+  o.state_at_average = StateAtAverage::average;
+  A2sgdExchange exchange(comm, static_cast<Index>(n), o);
+  Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
+  auto x = to_device(std::vector<float>(n, 0.0f));
+  CHECK_THROWS_WITH(exchange.step(x, to_device(random_gradient(n, 5)), sgd, 0.1), A2SGD_CONTAINS("first moment"));
+}
+
 TEST_CASE("a non-finite gradient on one rank stops every rank and changes nothing", "[a2sgd][errors]") {
   Communicator comm;
   const std::size_t n = 513;

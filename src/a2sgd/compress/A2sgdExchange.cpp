@@ -21,6 +21,7 @@ std::string signature(const A2sgdOptions& o) {
   // Stated only when not the default, so that checkpoints written before the option existed still
   // match (the same holds for options()).
   if (o.zero_gradient != ZeroGradient::move) s += ";zero_gradient=" + to_string(o.zero_gradient);
+  if (o.state_at_average != StateAtAverage::keep) s += ";state_at_average=" + to_string(o.state_at_average);
   if (o.granularity == Granularity::layer)
     for (Index size : o.segments) s += "," + std::to_string(size);
   return s;
@@ -37,6 +38,17 @@ A2sgdCodecOptions codec_options(const A2sgdOptions& o) {
 }
 
 }  // namespace
+
+StateAtAverage parse_state_at_average(std::string_view name) {
+  if (name == "keep") return StateAtAverage::keep;
+  if (name == "average") return StateAtAverage::average;
+  if (name == "reset") return StateAtAverage::reset;
+  throw InvalidArgument("unknown A2SGD state at average \"" + std::string(name) + "\" (valid: keep, average, reset)");
+}
+
+std::string to_string(StateAtAverage v) {
+  return v == StateAtAverage::keep ? "keep" : v == StateAtAverage::average ? "average" : "reset";
+}
 
 GlobalAveraging parse_global_averaging(std::string_view name) {
   if (name == "mean") return GlobalAveraging::mean;
@@ -86,7 +98,11 @@ A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptio
       m_payload(4 * (m_bounds.size() - 1), 0.0),
       m_local(m_bounds.size() - 1),
       m_last_global(m_bounds.size() - 1, {0.0, 0.0}),
-      m_last_local(m_bounds.size() - 1, {0.0, 0.0}) {}
+      m_last_local(m_bounds.size() - 1, {0.0, 0.0}) {
+  if (options.state_at_average != StateAtAverage::keep && options.average_every == 0)
+    throw InvalidArgument("a2sgd: state_at_average " + to_string(options.state_at_average) +
+                          " acts at the periodic average: needs average_every > 0");
+}
 
 std::vector<PlannedCollective> A2sgdExchange::step_traffic() const {
   std::vector<PlannedCollective> t = {{CollectiveKind::allreduce, 8u * static_cast<std::uint64_t>(payload_scalars())}};
@@ -94,6 +110,8 @@ std::vector<PlannedCollective> A2sgdExchange::step_traffic() const {
     PlannedCollective average{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(size())};
     average.every = m_options.average_every;
     t.push_back(average);
+    // The first moment's average: the same all-reduce again.
+    if (m_options.state_at_average == StateAtAverage::average) t.push_back(average);
   }
   return t;
 }
@@ -108,6 +126,8 @@ std::vector<std::pair<std::string, std::string>> A2sgdExchange::options() const 
                                                         {"moments", to_string(m_options.moments)}};
   if (m_options.zero_gradient != ZeroGradient::move)
     o.emplace_back("zero_gradient", to_string(m_options.zero_gradient));
+  if (m_options.state_at_average != StateAtAverage::keep)
+    o.emplace_back("state_at_average", to_string(m_options.state_at_average));
   return o;
 }
 
@@ -125,6 +145,20 @@ void A2sgdExchange::do_step(StepKey, const FloatView& params, const FloatView& g
   if (m_options.average_every > 0 && (steps() + 1) % m_options.average_every == 0) {
     allreduce_sum(params, stats);
     scale(params, static_cast<float>(1.0 / p));
+    if (m_options.state_at_average != StateAtAverage::keep) {
+      // The first moment is the optimizer's first state tensor (momentum buffer, Adam's m).
+      const std::vector<NamedView> state = opt.state();
+      if (state.empty())
+        throw InvalidArgument("a2sgd: --a2sgd-state-at-average " + to_string(m_options.state_at_average) +
+                              " needs an optimizer with a first moment (momentum or Adam)");
+      const FloatView& first = state.front().view;
+      if (m_options.state_at_average == StateAtAverage::average) {
+        allreduce_sum(first, stats);
+        scale(first, static_cast<float>(1.0 / p));
+      } else {
+        Kokkos::deep_copy(exec(), first, 0.0f);
+      }
+    }
     exec().fence();
   }
 }
@@ -195,6 +229,7 @@ a2sgd::A2sgdOptions parse_a2sgd_options(const a2sgd::OptionValues& o, const std:
   a.warmup_steps = static_cast<std::uint64_t>(warmup);
   a.average_every = static_cast<std::uint64_t>(every);
   a.moments = parse_moment_scheme(o.text("moments"));
+  a.state_at_average = parse_state_at_average(o.text("state-at-average"));
   if (a.granularity == Granularity::layer)
     for (const auto& t : layout) a.segments.push_back(t.size);
   return a;
@@ -223,6 +258,11 @@ A2SGD_REGISTER_EXCHANGE(a2sgd) {
        "decoded update) | frozen (Adam: variance frozen after the dense warm-up)",
        {"local", "decoded", "frozen"}},
       {"average-every", "0", "average the replicas every K steps (0: never)"},
+      {"state-at-average",
+       "keep",
+       "the optimizer's first moment (momentum buffer, Adam's m) at each periodic average: keep (per rank) | "
+       "average (with the parameters: 4n more bytes) | reset (to zero)",
+       {"keep", "average", "reset"}},
   };
   m.check_options = [](const OptionValues& o) { parse_a2sgd_options(o, {}); };
   m.make = [](const ExchangeContext& c, const OptionValues& o) -> std::unique_ptr<Exchange> {
@@ -235,6 +275,21 @@ A2SGD_REGISTER_EXCHANGE(a2sgd) {
   };
   // The moment scheme's requirements (Adam for frozen, a warm-up to freeze after, no Nesterov).
   m.check_optimizer = [](const OptionValues& o, const OptimizerConfig& opt) {
+    // Checked here, after the recommendations: momentum and Adam get an average every 100 steps
+    // unless the user says otherwise.
+    if (o.text("state-at-average") != "keep" && o.integer("average-every") <= 0)
+      throw OptionError("a2sgd", "state-at-average", o.text("state-at-average"),
+                        "acts at the periodic average: needs --a2sgd-average-every K > 0");
+    if (opt.kind == OptimizerKind::sgd && o.text("state-at-average") != "keep")
+      throw OptionError("a2sgd", "state-at-average", o.text("state-at-average"),
+                        "plain SGD has no optimizer state; use --optimizer momentum or adam, or keep");
+    // Adam's step m / sqrt(v) stays below about 1 because each rank's m^2 is at most its own v;
+    // the ranks' mean m against one rank's v is not, and where that rank saw small gradients the
+    // step grows without bound.
+    if (opt.kind == OptimizerKind::adam && o.text("state-at-average") == "average")
+      throw OptionError("a2sgd", "state-at-average", "average",
+                        "with Adam the averaged m is not bounded by each rank's own v (m / sqrt(v) can grow "
+                        "without bound); use keep or reset");
     try {
       check_moment_scheme(opt, parse_moment_scheme(o.text("moments")),
                           static_cast<std::uint64_t>(std::max<std::int64_t>(0, o.integer("warmup-steps"))));

@@ -36,6 +36,17 @@ enum class ZeroGradient {
   hold   ///< belongs to neither set: neither moves nor changes its residual this step
 };
 
+/// What the periodic average (A2sgdOptions::average_every) does to the optimizer's first moment
+/// (the momentum buffer, Adam's m), which with the local moment schemes follows each rank's own
+/// gradients: between two averages it keeps pushing each replica along its own direction.
+enum class StateAtAverage {
+  keep,     ///< left per rank (the replicas' parameters alone are averaged)
+  average,  ///< averaged over the ranks with the parameters: one more all-reduce of 4n bytes
+  reset     ///< set to zero on every rank: no traffic, the moment restarts from the averaged model
+};
+
+StateAtAverage parse_state_at_average(std::string_view name);
+std::string to_string(StateAtAverage v);
 GlobalAveraging parse_global_averaging(std::string_view name);
 ZeroGradient parse_zero_gradient(std::string_view name);
 std::string to_string(ZeroGradient v);
@@ -65,6 +76,9 @@ struct A2sgdOptions {
   /// (Adam's variance from the dense warm-up, then frozen; needs warmup_steps >= 1). SGD: all
   /// three are the same step.
   MomentScheme moments = MomentScheme::local;
+  /// The optimizer's first moment at each periodic average (needs average_every > 0 and an
+  /// optimizer with a first moment: momentum or Adam).
+  StateAtAverage state_at_average = StateAtAverage::keep;
   /// Layer granularity: the tensors' sizes in buffer order, summing to n (make_exchange fills
   /// them from ExchangeConfig::layout). Ignored for model granularity.
   std::vector<Index> segments;
