@@ -285,11 +285,11 @@ A2SGD_REGISTER_EXCHANGE(a2sgd) {
                         "plain SGD has no optimizer state; use --optimizer momentum or adam, or keep");
     // Adam's step m / sqrt(v) stays below about 1 because each rank's m^2 is at most its own v;
     // the ranks' mean m against one rank's v is not, and where that rank saw small gradients the
-    // step grows without bound.
-    if (opt.kind == OptimizerKind::adam && o.text("state-at-average") == "average")
+    // step grows without bound. The frozen scheme's v is the same on every rank, which keeps it.
+    if (opt.kind == OptimizerKind::adam && o.text("state-at-average") == "average" && o.text("moments") != "frozen")
       throw OptionError("a2sgd", "state-at-average", "average",
                         "with Adam the averaged m is not bounded by each rank's own v (m / sqrt(v) can grow "
-                        "without bound); use keep or reset");
+                        "without bound); use keep or reset, or the frozen moment scheme (one v on every rank)");
     try {
       check_moment_scheme(opt, parse_moment_scheme(o.text("moments")),
                           static_cast<std::uint64_t>(std::max<std::int64_t>(0, o.integer("warmup-steps"))));
