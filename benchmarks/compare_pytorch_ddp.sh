@@ -5,7 +5,9 @@
 # installed here when missing and running as root.
 #
 # Environment: A2SGD_BUILD_DIR (default: build), RANKS (2), STEPS (600), REPEATS (3),
-# PYTHON (/usr/bin/python3, Debian's interpreter that python3-torch installs into).
+# PYTHON (/usr/bin/python3, Debian's interpreter that python3-torch installs into), OUT_JSON (also
+# write every round, the medians and the setting to this JSON file: docs/benchmarks.md's block
+# pytorch-ddp-mlp is generated from such files under docs/results/pytorch/).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +36,7 @@ a2sgd_mpi_flags
 tmp="$(mktemp -d)"
 trap 'rm -rf "${tmp}"' EXIT
 
+load="$(cut -d' ' -f1 /proc/loadavg)"
 ours=()
 theirs=()
 for ((i = 1; i <= repeats; ++i)); do
@@ -54,3 +57,25 @@ awk -v a="${a}" -v t="${t}" -v p="${ranks}" 'BEGIN {
   printf "  a2sgd-train --compressor dense : %.3f ms per step (median)\n", 1e3 * a
   printf "  PyTorch DDP (gloo)             : %.3f ms per step (median)\n", 1e3 * t
   printf "  ratio a2sgd / PyTorch          : %.3f\n", a / t }'
+if [[ -n ${OUT_JSON:-} ]]; then
+  # The setting a reader needs to compare two such files: OpenBLAS's kernels (the user's
+  # OPENBLAS_CORETYPE, or its run-time choice), the processor, torch's version, the load before.
+  core="$(OPENBLAS_VERBOSE=2 "${build}/apps/train/a2sgd-train" --version 2>&1 | sed -n 's/^Core: //p' | head -n 1)"
+  "${python}" - "${OUT_JSON}" "${ranks}" "${steps}" "${warmup}" "${core:-unknown}" "${load}" \
+    "${ours[*]}" "${theirs[*]}" "${a}" "${t}" <<'PY'
+import json, platform, sys, torch
+out, ranks, steps, warmup, core, load, ours, theirs, a, t = sys.argv[1:]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+rec = {"model": "mlp 784-256-256-10", "batch_per_rank": 64, "ranks": int(ranks), "steps": int(steps),
+       "warmup": int(warmup), "threads_per_rank": 1, "openblas_core": core, "cpu": cpu,
+       "torch": torch.__version__, "backend": "gloo", "loadavg_before": float(load),
+       "a2sgd_step_s": [float(v) for v in ours.split()], "torch_step_s": [float(v) for v in theirs.split()],
+       "a2sgd_median_s": float(a), "torch_median_s": float(t), "ratio": float(a) / float(t)}
+with open(out + ".tmp", "w") as f:
+    json.dump(rec, f, indent=1)
+    f.write("\n")
+import os
+os.replace(out + ".tmp", out)
+print(f"wrote {out}")
+PY
+fi

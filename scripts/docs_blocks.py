@@ -319,6 +319,31 @@ def pytorch_hook_compute(root):
     return lines
 
 
+@generator("pytorch-ddp-mlp", TORCH)
+def pytorch_ddp_mlp(root):
+    """One row per benchmarks/compare_pytorch_ddp.sh result (OUT_JSON=<TORCH>/ddp_mlp*.json): the
+    medians of a2sgd-train's dense step and PyTorch DDP's on the same MLP, batch and ranks."""
+    import glob
+    import json
+    paths = sorted(glob.glob(os.path.join(root, TORCH, "ddp_mlp*.json")))
+    if not paths:
+        raise SystemExit(f"docs_blocks.py: {TORCH} has no ddp_mlp*.json (benchmarks/compare_pytorch_ddp.sh with OUT_JSON)")
+    lines = ["| OpenBLAS kernels | `a2sgd-train --compressor dense`, ms per step | PyTorch DDP (gloo), ms per step "
+             "| ratio | rounds (a2sgd / torch, ms) | file |", "|---|---|---|---|---|---|"]
+    for path in paths:
+        with open(path) as f:
+            r = json.load(f)
+        rounds = ", ".join(f"{1e3 * a:.2f}/{1e3 * t:.2f}" for a, t in zip(r["a2sgd_step_s"], r["torch_step_s"]))
+        lines.append(f"| {r['openblas_core']} | {1e3 * r['a2sgd_median_s']:.3f} | {1e3 * r['torch_median_s']:.3f} "
+                     f"| {r['ratio']:.3f} | {rounds} | `{os.path.basename(path)}` |")
+    r0 = r
+    return lines + ["", source_line(TORCH, f"`OUT_JSON=... benchmarks/compare_pytorch_ddp.sh`: MLP 784-256-256-10, batch "
+                                           f"{r0['batch_per_rank']} per rank, {r0['ranks']} ranks, {r0['steps']} timed "
+                                           f"steps after {r0['warmup']}, one thread per rank, medians of "
+                                           f"{len(r0['a2sgd_step_s'])} alternating rounds; torch {r0['torch']}, "
+                                           f"{r0['cpu']}")]
+
+
 # ---- the kernel benchmark (docs/benchmarks.md) ----
 KERNELS = "docs/results/bench/kernels-16m"
 KERNEL_METHODS = ["dense", "a2sgd", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"]
@@ -414,6 +439,12 @@ def moments_mlp_p4(root):
 # block: (full runs on one node: steps to the target, the runs timed across emulated nodes)
 NETWORK_BLOCKS = {"network-lstm-p2": ("docs/results/paper", "docs/results/paper/network-250mbit-p2"),
                   "network-lstm-p4": ("docs/results/paper-p4", "docs/results/paper-p4/network-250mbit-p4-ring")}
+# The MLP (docs/network.md): scripts/compare_methods.sh's full runs at P ranks, each method then timed
+# across P emulated nodes at three link rates (A2SGD_COMPARE_NETWORK=RATE, into the full runs' folder).
+for _p in (2, 4):
+    for _rate in ("100mbit", "1gbit", "none"):
+        NETWORK_BLOCKS[f"network-mlp-p{_p}-{_rate}"] = (f"docs/results/mlp-methods-p{_p}",
+                                                       f"docs/results/mlp-methods-p{_p}/network-{_rate}-p{_p}")
 
 
 def network_block(full, net):
