@@ -63,7 +63,7 @@ if [[ -n ${OUT_JSON:-} ]]; then
   core="$(OPENBLAS_VERBOSE=2 "${build}/apps/train/a2sgd-train" --version 2>&1 | sed -n 's/^Core: //p' | head -n 1)"
   "${python}" - "${OUT_JSON}" "${ranks}" "${steps}" "${warmup}" "${core:-unknown}" "${load}" \
     "${ours[*]}" "${theirs[*]}" "${a}" "${t}" <<'PY'
-import json, platform, sys, torch
+import json, os, platform, sys, torch
 out, ranks, steps, warmup, core, load, ours, theirs, a, t = sys.argv[1:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 rec = {"model": "mlp 784-256-256-10", "batch_per_rank": 64, "ranks": int(ranks), "steps": int(steps),
@@ -74,7 +74,6 @@ rec = {"model": "mlp 784-256-256-10", "batch_per_rank": 64, "ranks": int(ranks),
 with open(out + ".tmp", "w") as f:
     json.dump(rec, f, indent=1)
     f.write("\n")
-import os
 os.replace(out + ".tmp", out)
 print(f"wrote {out}")
 PY

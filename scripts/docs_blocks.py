@@ -336,12 +336,11 @@ def pytorch_ddp_mlp(root):
         rounds = ", ".join(f"{1e3 * a:.2f}/{1e3 * t:.2f}" for a, t in zip(r["a2sgd_step_s"], r["torch_step_s"]))
         lines.append(f"| {r['openblas_core']} | {1e3 * r['a2sgd_median_s']:.3f} | {1e3 * r['torch_median_s']:.3f} "
                      f"| {r['ratio']:.3f} | {rounds} | `{os.path.basename(path)}` |")
-    r0 = r
     return lines + ["", source_line(TORCH, f"`OUT_JSON=... benchmarks/compare_pytorch_ddp.sh`: MLP 784-256-256-10, batch "
-                                           f"{r0['batch_per_rank']} per rank, {r0['ranks']} ranks, {r0['steps']} timed "
-                                           f"steps after {r0['warmup']}, one thread per rank, medians of "
-                                           f"{len(r0['a2sgd_step_s'])} alternating rounds; torch {r0['torch']}, "
-                                           f"{r0['cpu']}")]
+                                           f"{r['batch_per_rank']} per rank, {r['ranks']} ranks, {r['steps']} timed "
+                                           f"steps after {r['warmup']}, one thread per rank, medians of "
+                                           f"{len(r['a2sgd_step_s'])} alternating rounds; torch {r['torch']}, "
+                                           f"{r['cpu']}")]
 
 
 # ---- the kernel benchmark (docs/benchmarks.md) ----
