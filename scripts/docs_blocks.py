@@ -625,7 +625,7 @@ def split_blocks(path):
         b, e = BEGIN.match(line), END.match(line)
         if b:
             if name:
-                errors.append(f"{path}:{number}: block '{b.group(1)}' opens inside block '{name}'")
+                errors.append(f"{path}:{number}: block '{name}' is not closed before block '{b.group(1)}' opens")
             parts.append(("text", current + [line]))
             current, name = [], b.group(1)
         elif e:
