@@ -36,6 +36,7 @@ import lr_sweep_report  # noqa: E402
 import scaling_report  # noqa: E402
 import convergence_report  # noqa: E402
 import network_report  # noqa: E402
+import network_model_report  # noqa: E402
 
 BEGIN = re.compile(r"^<!-- generated: ([a-z0-9-]+) -->$")
 END = re.compile(r"^<!-- end generated: ([a-z0-9-]+) -->$")
@@ -575,6 +576,33 @@ def scaling_time_to_target(root):
         "", source_line(PROJECTION, PROJECTION_COMMAND + " with the steps of docs/results/convergence/")]
 
 
+# ---- the alpha-beta model against the emulated network (docs/network.md) ----
+NETMODEL = "docs/results/network"
+NETMODEL_COMMAND = ("`scripts/network_study.sh` with the variants of docs/network.md, "
+                    "then `scripts/network_model_report.py`")
+
+
+@generator("network-model", NETMODEL)
+def network_model(root):
+    """One row per node count, rate, protocol and collectives: the fitted link, the model's largest
+    error, measured / modelled milliseconds of five operations, the loss counters."""
+    results = network_model_report.load_results(os.path.join(root, NETMODEL))
+    return network_model_report.summary_table(results) + ["", source_line(NETMODEL, NETMODEL_COMMAND)]
+
+
+@generator("network-collectives", NETMODEL)
+def network_collectives(root):
+    """Per node count (4, then 2): the model, Open MPI's choice and the forced ring where both ran;
+    each all-reduce algorithm forced in turn."""
+    results = network_model_report.load_results(os.path.join(root, NETMODEL))
+    lines = []
+    for nodes in (4, 2):
+        tables = network_model_report.collectives_tables(results, nodes)
+        if tables:
+            lines += [f"**{nodes} nodes**", ""] + tables + [""]
+    return lines + [source_line(NETMODEL, NETMODEL_COMMAND)]
+
+
 # ---- plots: data folder -> f(root, out) drawing its PNGs into out ----
 def _paper_plots(folder):
     def draw(root, out):
@@ -586,6 +614,8 @@ def _paper_plots(folder):
 
 PLOTS = {**{folder: _paper_plots(folder) for folder in PAPER_FOLDERS.values()},
          SWEEP: lambda root, out: lr_sweep_report.plot(os.path.join(root, SWEEP), out),
+         NETMODEL: lambda root, out: network_model_report.plot(
+             out, network_model_report.load_results(os.path.join(root, NETMODEL)), {}),
          "docs/results/scaling": lambda root, out: scaling_report.plot(os.path.join(root, PROJECTION),
                                                                        os.path.join(root, CONV), out)}
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+\.png)\)")

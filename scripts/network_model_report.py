@@ -3,12 +3,16 @@
 
 Reads DIR/netbench_p<N>_<rate>[_links<K>][_put][_ring].csv (a2sgd-netbench --csv; _put: Open MPI's
 RDMA-put protocol, a2sgd-cluster run --tcp-protocol put; _ring: all-reduce and all-gather forced to the
-ring, a2sgd-cluster run --collectives ring) and writes DIR/model_report.md, DIR/model_report.json and,
-with matplotlib, DIR/comm_vs_rate_p<N>[_ring].png (one connection, protocol send). Per file: the link fitted
-to the ping-pong (alpha, bandwidth, duplex from the simultaneous exchange); every all-reduce,
-all-gather and method row's measured median time against NetworkModel's prediction on that link,
-and the relative error (predicted / measured - 1); the largest error for messages of 64 kB and
-more (the model's target: within 25%) and, separately, for the latency-bound smaller ones.
+ring, a2sgd-cluster run --collectives ring), next to each its .losses (a2sgd-cluster losses after the
+run) and its _allreduce-alg<A>.csv (network_study.sh --allreduce-algorithms), and writes
+DIR/model_report.md, DIR/model_report.json and, with matplotlib, DIR/comm_vs_rate_p<N>[_ring].png (one
+connection, protocol send). Per file: the link fitted to the ping-pong (alpha, bandwidth, duplex from
+the simultaneous exchange); every all-reduce, all-gather and method row's measured median time
+against NetworkModel's prediction on that link, and the relative error (predicted / measured - 1);
+the largest error for messages of 64 kB and more (the model's target: within 25%) and, separately,
+for the latency-bound smaller ones. Then a summary (one row per file: docs/network.md's table) and,
+per node count, the collective algorithms side by side (Open MPI's choice, the ring, each forced
+all-reduce algorithm). scripts/docs_blocks.py draws docs/network.md's blocks from the same functions.
 
 With --timing DIR (runs of a2sgd-train across the same network, scripts/cluster/timing.sh: their
 compute, compression and update times per step), the plots show time per step (those plus each
@@ -108,36 +112,56 @@ def plot(directory, results, other):
     return made
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dir")
-    ap.add_argument("--timing", help="a directory of timed training runs (compute and update times per step)")
-    args = ap.parse_args()
-    files = sorted(glob.glob(os.path.join(args.dir, "netbench_p*.csv")))
+TAG = re.compile(r"p(\d+)_(.+?)(?:_links(\d+))?(_put)?(_ring)?")
+ALGORITHM_FILE = re.compile(r"netbench_(.+)_allreduce-alg(\d)\.csv")
+# coll_tuned_allreduce_algorithm's numbers (Open MPI 4.1's coll/tuned)
+ALLREDUCE_ALGORITHMS = {1: "basic linear", 2: "reduce then broadcast", 3: "recursive doubling", 4: "ring",
+                        5: "segmented ring", 6: "Rabenseifner"}
+
+
+def load_losses(path):
+    """a2sgd-cluster losses' lines (node up_dropped down_dropped retrans_segs rto_timeouts), summed
+    over the nodes: {dropped, retransmitted, timeouts}, or None without the file."""
+    if not os.path.exists(path):
+        return None
+    total = dict(dropped=0, retransmitted=0, timeouts=0)
+    for line in open(path):
+        f = line.split()
+        if len(f) != 5 or not all(x.isdigit() for x in f):
+            raise SystemExit(f"network_model_report.py: error: {path}: not a2sgd-cluster losses output: {line!r}")
+        total["dropped"] += int(f[1]) + int(f[2])
+        total["retransmitted"] += int(f[3])
+        total["timeouts"] += int(f[4])
+    return total
+
+
+def load_results(directory):
+    """One entry per netbench_<tag>.csv of scripts/network_study.sh: the link fit, every row against
+    the model, the largest errors, the loss counters and the forced all-reduce algorithms' times."""
+    files = sorted(f for f in glob.glob(os.path.join(directory, "netbench_p*.csv"))
+                   if not ALGORITHM_FILE.fullmatch(os.path.basename(f)))
     if not files:
-        sys.exit(f"network_model_report.py: error: no netbench_p*.csv in {args.dir}")
-    other = other_seconds(args.timing) if args.timing else {}
-    md = ["# The alpha-beta model against the emulated network", ""]
+        raise SystemExit(f"network_model_report.py: error: no netbench_p*.csv in {directory}")
     results = []
     for path in files:
         tag = os.path.basename(path)[len("netbench_"):-4]
+        m = TAG.fullmatch(tag)
+        if not m:
+            raise SystemExit(f"network_model_report.py: error: {path}: not a network_study.sh file name")
         rows = load(path)
         if not rows:
             continue
-        m = re.fullmatch(r"p(\d+)_(.+?)(?:_links(\d+))?(_put)?(_ring)?", tag)
         nodes, label, links = int(m.group(1)), m.group(2), int(m.group(3) or 1)
-        protocol = "put" if m.group(4) else "send"
-        collectives = "ring" if m.group(5) else "openmpi"
         first = rows[0]
         gbps = first["bytes_per_s"] * 8 / 1e9
-        res = dict(tag=tag, nodes=nodes, rate=label, links=links, protocol=protocol, collectives=collectives,
-                   gbps=rate_gbps(label, gbps),
-                   alpha_us=first["alpha_s"] * 1e6, fitted_gbps=gbps, full_duplex=first["full_duplex"],
-                   rows=[], methods={})
+        res = dict(tag=tag, nodes=nodes, rate=label, links=links, protocol="put" if m.group(4) else "send",
+                   collectives="ring" if m.group(5) else "openmpi", gbps=rate_gbps(label, gbps),
+                   alpha_us=first["alpha_s"] * 1e6, fitted_gbps=gbps, bytes_per_s=first["bytes_per_s"],
+                   full_duplex=first["full_duplex"], rows=[], methods={},
+                   losses=load_losses(os.path.join(directory, f"netbench_{tag}.losses")), allreduce_algorithms={})
         for r in rows:
-            e = error(r)
             entry = dict(op=r["op"], bytes=r["bytes"], measured_s=r["median_s"], predicted_s=r["predicted_s"],
-                         error=e, repeats=r["repeats"])
+                         error=error(r), repeats=r["repeats"])
             res["rows"].append(entry)
             if r["op"].startswith("method:"):
                 res["methods"][r["op"][7:]] = entry
@@ -147,12 +171,112 @@ def main():
         meth_big = [abs(x["error"]) for x in res["methods"].values() if x["error"] is not None and x["bytes"] >= LARGE]
         res.update(max_error_large=max(big) if big else None, max_error_small=max(small) if small else None,
                    max_error_methods_large=max(meth_big) if meth_big else None)
+        for alg_path in sorted(glob.glob(os.path.join(directory, f"netbench_{tag}_allreduce-alg*.csv"))):
+            number = int(ALGORITHM_FILE.fullmatch(os.path.basename(alg_path)).group(2))
+            res["allreduce_algorithms"][number] = {r["bytes"]: r["median_s"] for r in load(alg_path)
+                                                   if r["op"] == "allreduce"}
         results.append(res)
+    return results
 
-        algorithms = "ring collectives" if collectives == "ring" else "Open MPI's collectives"
-        md += [f"## {nodes} nodes, {label}, {links} TCP connection(s) per pair, protocol {protocol}, {algorithms}", "",
-               f"Fitted to the ping-pong: alpha {res['alpha_us']:.1f} us, bandwidth {gbps:.3f} Gbit/s "
-               f"({first['bytes_per_s'] / 1e6:.1f} MB/s), {'full' if res['full_duplex'] else 'half'} duplex "
+
+RATE_ORDER = {"100mbit": 0, "1gbit": 1, "none": 2}
+
+
+def ordered(results):
+    """nodes, then link rate (slow to unshaped), then send/Open MPI's, send/ring, put."""
+    return sorted(results, key=lambda r: (r["nodes"], RATE_ORDER.get(r["rate"], 3), r["links"],
+                                          r["protocol"] == "put", r["collectives"] == "ring"))
+
+
+def row(res, op, size):
+    return next((x for x in res["rows"] if x["op"] == op and x["bytes"] == size), None)
+
+
+def pair(x, digits):
+    if x is None or x["predicted_s"] < 0:
+        return "-"
+    return f"{1e3 * x['measured_s']:,.{digits}f} / {1e3 * x['predicted_s']:,.{digits}f}"
+
+
+def summary_table(results):
+    """Markdown lines: one row per node count, rate, protocol and collectives (one TCP connection):
+    the fit, the largest error, five measured / modelled times and the loss counters."""
+    lines = ["| nodes | rate | protocol, collectives | alpha (us) | fitted Gbit/s | largest \\|error\\|, exchange and "
+             "collectives >= 64 kB | all-reduce 8 MB | all-reduce 64 MB | all-gather 8 MB | dense (18.6 MB all-reduce) "
+             "| QSGD (5.8 MB all-gather) | A2SGD (16 B all-reduce) | tbf drops, TCP retransmissions, timeouts |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in ordered(x for x in results if x["links"] == 1):
+        losses = r["losses"]
+        lost = "-" if losses is None else f"{losses['dropped']:,}, {losses['retransmitted']:,}, {losses['timeouts']:,}"
+        m = r["methods"]
+        lines.append(
+            f"| {r['nodes']} | {r['rate']} | {r['protocol']}, {'ring' if r['collectives'] == 'ring' else 'Open MPI' + chr(39) + 's'} "
+            f"| {r['alpha_us']:.1f} | {r['fitted_gbps']:.3g} | {fmt_abs(r['max_error_large'])} "
+            f"| {pair(row(r, 'allreduce', 8 << 20), 0)} | {pair(row(r, 'allreduce', 64 << 20), 0)} "
+            f"| {pair(row(r, 'allgather', 8 << 20), 0)} | {pair(m.get('dense'), 1)} | {pair(m.get('qsgd'), 1)} "
+            f"| {pair(m.get('a2sgd'), 2)} | {lost} |")
+    return lines
+
+
+COLLECTIVE_SIZES = [("allreduce", 2 << 20, "all-reduce 2 MB"), ("allreduce", 8 << 20, "all-reduce 8 MB"),
+                    ("allgather", 512 << 10, "all-gather 512 kB"), ("allgather", 2 << 20, "all-gather 2 MB"),
+                    ("allgather", 8 << 20, "all-gather 8 MB")]
+
+
+def collectives_tables(results, nodes):
+    """Markdown lines at NODES nodes: per shaped rate with both an Open MPI's-choice and a ring run
+    (send protocol, one connection), the model and both measurements of the sizes where the
+    algorithms differ; then every forced all-reduce algorithm's time, where measured."""
+    def find(rate, collectives):
+        return next((r for r in results if r["nodes"] == nodes and r["rate"] == rate and r["links"] == 1 and
+                     r["protocol"] == "send" and r["collectives"] == collectives), None)
+    lines = []
+    rates = sorted({r["rate"] for r in results if r["nodes"] == nodes and r["rate"] != "none"},
+                   key=lambda x: RATE_ORDER.get(x, 3))
+    for rate in rates:
+        ours, ring = find(rate, "openmpi"), find(rate, "ring")
+        if not ours or not ring:
+            continue
+        for label, res, key in (("model (ring, on the fitted link)", ring, "predicted_s"),
+                                ("Open MPI's choice", ours, "measured_s"), ("ring forced", ring, "measured_s")):
+            cells = []
+            for op, size, _ in COLLECTIVE_SIZES:
+                x = row(res, op, size)
+                cells.append("-" if x is None else f"{1e3 * x[key]:,.1f}")
+            lines.append(f"| {rate} | {label} | " + " | ".join(cells) + " |")
+    if lines:
+        lines = ["| rate | ms, median | " + " | ".join(label for _, _, label in COLLECTIVE_SIZES) + " |",
+                 "|---|---|" + "---|" * len(COLLECTIVE_SIZES)] + lines
+    forced = [r for r in ordered(results) if r["nodes"] == nodes and r["allreduce_algorithms"]]
+    if forced:
+        numbers = sorted({a for r in forced for a in r["allreduce_algorithms"]})
+        lines += ["" if lines else None, "| rate | all-reduce, ms, median of 5 | " +
+                  " | ".join(f"{ALLREDUCE_ALGORITHMS[a]} ({a})" for a in numbers) + " | Open MPI's choice (the study's run) |",
+                  "|---|---|" + "---|" * (len(numbers) + 1)]
+        for r in forced:
+            for size in sorted({b for t in r["allreduce_algorithms"].values() for b in t}):
+                cells = [r["allreduce_algorithms"][a].get(size) for a in numbers]
+                ours = row(r, "allreduce", size)
+                lines.append(f"| {r['rate']} | {size >> 20} MB | " +
+                             " | ".join("-" if c is None else f"{1e3 * c:,.1f}" for c in cells) +
+                             f" | {'-' if ours is None else format(1e3 * ours['measured_s'], ',.1f')} |")
+    return [line for line in lines if line is not None]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir")
+    ap.add_argument("--timing", help="a directory of timed training runs (compute and update times per step)")
+    args = ap.parse_args()
+    other = other_seconds(args.timing) if args.timing else {}
+    results = load_results(args.dir)
+    md = ["# The alpha-beta model against the emulated network", ""]
+    for res in results:
+        algorithms = "ring collectives" if res["collectives"] == "ring" else "Open MPI's collectives"
+        md += [f"## {res['nodes']} nodes, {res['rate']}, {res['links']} TCP connection(s) per pair, protocol "
+               f"{res['protocol']}, {algorithms}", "",
+               f"Fitted to the ping-pong: alpha {res['alpha_us']:.1f} us, bandwidth {res['fitted_gbps']:.3f} Gbit/s "
+               f"({res['bytes_per_s'] / 1e6:.1f} MB/s), {'full' if res['full_duplex'] else 'half'} duplex "
                f"(simultaneous exchange against the ping-pong). Largest model error: "
                f"{fmt_pct(res['max_error_large'])} for collectives of 64 kB and more, "
                f"{fmt_pct(res['max_error_small'])} below; {fmt_pct(res['max_error_methods_large'])} for the "
@@ -164,6 +288,11 @@ def main():
             md.append(f"| {x['op']} | {x['bytes']:,} | {1e3 * x['measured_s']:.3f} | "
                       f"{'-' if x['predicted_s'] < 0 else format(1e3 * x['predicted_s'], '.3f')} | {fmt_pct(x['error'])} |")
         md.append("")
+    md += ["## Summary", ""] + summary_table(results) + [""]
+    for nodes in sorted({r["nodes"] for r in results}):
+        tables = collectives_tables(results, nodes)
+        if tables:
+            md += [f"## Collective algorithms, {nodes} nodes", ""] + tables + [""]
     made = plot(args.dir, results, other)
     md += [f"![{m}]({m})" for m in made]
     with open(os.path.join(args.dir, "model_report.json"), "w") as f:
@@ -171,6 +300,10 @@ def main():
     with open(os.path.join(args.dir, "model_report.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
+
+
+def fmt_abs(v):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * abs(v):.0f}%"
 
 
 def fmt_pct(v):

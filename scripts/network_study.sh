@@ -17,9 +17,16 @@
 #   --collectives A    openmpi (default, Open MPI's choice of algorithm) or ring (all-reduce and
 #                      all-gather forced to the ring: a2sgd-cluster run --collectives); results with
 #                      ring are named ..._ring
+#   --allreduce-algorithms "A ..."
+#                      also time MPI_Allreduce of 2 and 8 MB with each of coll/tuned's algorithms
+#                      forced in turn (numbers of coll_tuned_allreduce_algorithm: 2 reduce then
+#                      broadcast, 3 recursive doubling, 4 ring, 5 segmented ring, 6 Rabenseifner),
+#                      5 repetitions each: ..._allreduce-alg<A>.csv (with Open MPI's collectives only)
 #   --seconds S        time per size and operation (default 1)
 #   --max-bytes B      largest message (default 67108864)
 #   --no-report        only measure
+# After each node count and rate, the cluster's loss counters (a2sgd-cluster losses: tbf drops per
+# node and direction, the node's TCP retransmissions and timeouts) go to netbench_<tag>.losses.
 # Nothing else should run on the machine meanwhile: the unshaped link is the machine's memory
 # and cores. Exit code: 0, or the first failing step's.
 set -uo pipefail
@@ -34,6 +41,7 @@ collectives=openmpi
 seconds=1
 max_bytes=$((64 << 20))
 report=1
+algorithms=""
 die() { echo "network_study.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -44,6 +52,7 @@ while [[ $# -gt 0 ]]; do
     --tcp-links) links=${2:?}; shift 2 ;;
     --tcp-protocol) protocol=${2:?}; shift 2 ;;
     --collectives) collectives=${2:?}; shift 2 ;;
+    --allreduce-algorithms) algorithms=${2?}; shift 2 ;;
     --seconds) seconds=${2:?}; shift 2 ;;
     --max-bytes) max_bytes=${2:?}; shift 2 ;;
     --no-report) report=0; shift ;;
@@ -52,6 +61,10 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ $collectives == openmpi || $collectives == ring ]] || die "--collectives must be openmpi or ring (got '$collectives')"
+for a in $algorithms; do
+  [[ $a =~ ^[1-6]$ ]] || die "--allreduce-algorithms takes coll_tuned_allreduce_algorithm numbers 1-6 (got '$a')"
+done
+[[ -z $algorithms || $collectives == openmpi ]] || die "--allreduce-algorithms forces the algorithm itself: not with --collectives ring"
 here=$(cd "$(dirname "$0")" && pwd)
 cluster=$here/cluster/a2sgd-cluster
 bench=$(cd "$build" 2> /dev/null && pwd)/apps/netbench/a2sgd-netbench
@@ -77,6 +90,21 @@ for n in $nodes; do
     rc=$?
     echo "   exit $rc after $(( $(date +%s) - start )) s; $(grep 'fitted link' "$out/netbench_$tag.log")" >&2
     [[ $rc -ne 0 && $status -eq 0 ]] && status=$rc
+    for a in $algorithms; do
+      timeout 1200 "$cluster" run --name $name --tcp-links "$links" --tcp-protocol "$protocol" -- \
+        --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm "$a" -np "$n" "$bench" --ops allreduce \
+        --min-bytes 2097152 --max-bytes 8388608 --factor 4 --min-repeats 5 --max-repeats 5 --label "$rate" \
+        --csv "$out/netbench_${tag}_allreduce-alg$a.csv" > "$out/netbench_${tag}_allreduce-alg$a.log" 2>&1
+      rc=$?
+      echo "   all-reduce algorithm $a: exit $rc" >&2
+      [[ $rc -ne 0 && $status -eq 0 ]] && status=$rc
+    done
+    # the counters of this cluster's life: every run above
+    if "$cluster" losses --name $name > "$out/netbench_$tag.losses.part"; then
+      mv "$out/netbench_$tag.losses.part" "$out/netbench_$tag.losses"
+    else
+      rm -f "$out/netbench_$tag.losses.part"; echo "   (no loss counters)" >&2
+    fi
     "$cluster" down --name $name > /dev/null
   done
 done
