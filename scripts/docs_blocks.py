@@ -603,6 +603,30 @@ def network_collectives(root):
     return lines + [source_line(NETMODEL, NETMODEL_COMMAND)]
 
 
+LINKS_CHECK = "docs/results/network/links-check"
+
+
+@generator("network-links-check", LINKS_CHECK)
+def network_links_check(root):
+    """Per TCP connection count and method (scripts/cluster/links_check.sh's runs.csv): the runs,
+    how many finished, stopped at the collective timeout (exit 76) or failed otherwise, and the
+    finished runs' median wall time."""
+    import csv
+    path = os.path.join(root, LINKS_CHECK, "runs.csv")
+    groups = {}
+    for r in csv.DictReader(open(path)):
+        groups.setdefault((int(r["links"]), r["method"]), []).append((int(r["exit"]), float(r["seconds"])))
+    lines = ["| TCP connections per pair | method | runs | finished | stopped at the collective timeout (exit 76) "
+             "| failed otherwise | median seconds, finished runs |", "|---|---|---|---|---|---|---|"]
+    for (links, method), runs in sorted(groups.items()):
+        done = [s for rc, s in runs if rc == 0]
+        lines.append(f"| {links} | {method} | {len(runs)} | {len(done)} | {sum(rc == 76 for rc, _ in runs)} "
+                     f"| {sum(rc not in (0, 76) for rc, _ in runs)} | {_median(done):.1f} |" if done else
+                     f"| {links} | {method} | {len(runs)} | 0 | {sum(rc == 76 for rc, _ in runs)} "
+                     f"| {sum(rc not in (0, 76) for rc, _ in runs)} | - |")
+    return lines + ["", source_line(LINKS_CHECK, "`scripts/cluster/links_check.sh`")]
+
+
 # ---- plots: data folder -> f(root, out) drawing its PNGs into out ----
 def _paper_plots(folder):
     def draw(root, out):

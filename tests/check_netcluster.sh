@@ -19,6 +19,9 @@
 #    default, the ring forced for all-reduce and all-gather with --collectives ring (docs/network.md,
 #    "Which collective algorithm"), any other choice refused with exit 2;
 #  - `losses` reports, per node, tbf's drops and the TCP stack's retransmissions and timeouts;
+#  - scripts/cluster/links_check.sh (docs/network.md, "Connections") refuses bad options with exit 2
+#    before it makes a cluster, and one round of one method writes its runs.csv row (exit 0) and
+#    its summary;
 #  - nothing the cluster made is left afterwards.
 # Skipped (exit 77) where network namespaces cannot be made (not root, a container without them).
 #
@@ -128,4 +131,28 @@ trap - EXIT
 left=$(ip netns list | grep -c "a2sgd-$name-" || true)
 [[ $left -eq 0 ]] || fail "$left namespaces of the cluster are left after down"
 [[ ! -e $A2SGD_CLUSTER_RUNDIR/$name ]] || fail "the cluster's run directory is left after down"
+
+# links_check.sh: bad options refused before anything is made; one tiny round on synthetic data.
+links=$src/scripts/cluster/links_check.sh
+build=$(cd "$(dirname "$train")/../.." && pwd)
+for bad in "--links 0" "--rounds x" "--nodes 1" "--timeout 0"; do
+  # shellcheck disable=SC2086
+  bash "$links" $bad --name "${name}l" --build "$build" --out "$work/links-bad" > "$work/bad.log" 2>&1
+  rc=$?
+  [[ $rc -eq 2 ]] && grep -q -- "${bad%% *}" "$work/bad.log" ||
+    fail "links_check.sh $bad: expected exit 2 naming the option, got $rc: $(cat "$work/bad.log")"
+done
+[[ $(ip netns list | grep -c "a2sgd-${name}l-" || true) -eq 0 ]] || fail "links_check.sh made a cluster despite a bad option"
+bash "$links" --name "${name}l" --build "$build" --out "$work/links" --nodes 2 --rate 1gbit --links 1 \
+  --methods fp16 --rounds 1 --steps 5 -- --dataset synthetic --synthetic-train 4096 --synthetic-test 512 \
+  > "$work/links.out" 2>&1
+rc=$?
+[[ $rc -eq 0 ]] || fail "links_check.sh, one round: exit $rc: $(cat "$work/links.out") $(cat "$work/links"/*.log 2> /dev/null)"
+rows=$(tail -n +2 "$work/links/runs.csv")
+[[ $(head -n 1 "$work/links/runs.csv") == "round,links,method,exit,seconds" && $rows =~ ^1,1,fp16,0,[0-9]+\.[0-9]$ ]] ||
+  fail "links_check.sh runs.csv: expected one row '1,1,fp16,0,<seconds>', got '$rows'"
+grep -q "^1 connection(s), fp16: 1 of 1 finished, 0 stopped" "$work/links.out" ||
+  fail "links_check.sh: no summary line for 1 connection, fp16 in: $(cat "$work/links.out")"
+[[ $(ip netns list | grep -c "a2sgd-${name}l-" || true) -eq 0 ]] || fail "links_check.sh left its cluster behind"
+echo "ok   links_check.sh: bad options refused (exit 2, no cluster), one round: $rows"
 echo "check_netcluster: passed; nothing left behind"
