@@ -281,6 +281,154 @@ def _summary(root, models, command):
     return lines + ["", source_line(CONV, command)]
 
 
+# ---- the README's opening table: its figures, each from the block that has it in full ----
+# a2sgd-train's default learning rates for A2SGD on the language model (docs/algorithm.md): the
+# convergence run at these rates is "the defaults" row; other rates of a group are variants.
+A2SGD_DEFAULT_LR = {"sgd": 30.0, "adam": 0.003}
+README_CONV = (("lstm_p2_sgd", "LSTM on Penn Treebank, 2 ranks, SGD: steps to tuned dense's final validation "
+                "perplexity x 1.1 ({target})"),
+               ("lstm_p4_sgd", "the same at 4 ranks (target {target})"),
+               ("lstm_p8_sgd", "the same at 8 ranks (target {target}; 8 ranks oversubscribing 2 cores)"),
+               ("lstm_p2_adam", "2 ranks with Adam: steps to tuned dense's final x 1.1 ({target})"),
+               ("lstm_p4_adam", "the same at 4 ranks (target {target})"))
+
+
+def _config_lr(root, group, config):
+    path = os.path.join(root, CONV, group, config, "config.ini")
+    for line in open(path):
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "lr":
+            return float(value)
+    raise SystemExit(f"docs_blocks.py: {path} names no lr")
+
+
+def _epochs(root, group, config):
+    import json
+    with open(os.path.join(root, CONV, group, config + ".jsonl")) as f:
+        evals = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("event") == "eval"]
+    return evals[-1]["epoch"]
+
+
+def _lr(value):
+    return f"{value:g}"
+
+
+def _readme_conv_rows(root):
+    groups = conv_groups(root)
+    rows = []
+    for group, label in README_CONV:
+        if group not in groups:
+            raise SystemExit(f"docs_blocks.py: {CONV}/{group} holds no finished dense run")
+        _, ranks, optimizer, target, runs = groups[group]
+        ref = next(r for r in runs.values() if r["reference"])
+        defaults = [r for r in runs.values() if r["config"].startswith("a2sgd-layer-k200-hold-")
+                    and _config_lr(root, group, r["config"]) == A2SGD_DEFAULT_LR[optimizer]]
+        if len(defaults) != 1:
+            raise SystemExit(f"docs_blocks.py: {CONV}/{group}: expected one run of A2SGD's defaults "
+                             f"(layer, k200, hold, lr {_lr(A2SGD_DEFAULT_LR[optimizer])}), found {len(defaults)}")
+        a = defaults[0]
+        lr_note = f"; lr {_lr(A2SGD_DEFAULT_LR[optimizer])}" if group in ("lstm_p2_sgd", "lstm_p2_adam") else ""
+        reach = ("not reached" if a["steps_to_target"] is None else
+                 f"{a['steps_to_target']:,.0f} with the defaults ({a['steps_vs_dense']:.2f}x{lr_note})")
+        a_cell = (f"{reach}, final {a['final_averaged']:.1f} after {_epochs(root, group, a['config'])} epochs, at "
+                  f"{100 * a['traffic_vs_dense']:.2f}% of dense's bytes")
+        d_cell = (f"{ref['steps_to_target']:,.0f} at its tuned rate {_lr(_config_lr(root, group, ref['config']))}, "
+                  f"final {ref['final_averaged']:.1f} after {_epochs(root, group, ref['config'])} epochs")
+        rows.append((label.format(target=f"{target:.1f}"), a_cell, d_cell, group, a, ref))
+    return rows
+
+
+def _net_report(root, full, net):
+    return network_report.build_report(os.path.join(root, full), os.path.join(root, net))[1]
+
+
+def _secs(v):
+    """Three significant figures (1,346 s, 26.7 s, 1.14 s)."""
+    return f"{v:,.0f} s" if v >= 100 else f"{v:.1f} s" if v >= 10 else f"{v:.2f} s"
+
+
+@generator("readme-headline", CONV)
+def readme_headline(root):
+    """The README's opening table: bytes per step, the language model's steps to tuned dense's
+    target at 2, 4 and 8 ranks (docs/results/convergence), the paper experiment's time to the
+    target across 2 and 4 emulated nodes (docs/results/paper, paper-p4), the MLP across emulated
+    nodes and on one node (docs/results/mlp-methods-p2, -p4)."""
+    import json
+    conv = _readme_conv_rows(root)
+    p2 = conv[0]
+    lines = ["| | A2SGD | dense all-reduce | details |", "|---|---|---|---|",
+             f"| bytes per step and rank | 16 (pure), 144 (layer-wise); the language model's defaults, with an "
+             f"average every 200 steps: {p2[4]['bytes_per_step']:,.0f} over a {_epochs(root, p2[3], p2[5]['config'])}"
+             f"-epoch run ({100 * p2[4]['traffic_vs_dense']:.2f}%) | 4n: {p2[5]['bytes_per_step']:,.0f} for the LSTM "
+             "| [docs/methods.md](docs/methods.md), [docs/convergence.md](docs/convergence.md) |"]
+    anchors = {"lstm_p2_sgd": "against-tuned-dense-the-runs-in-the-results-tree", "lstm_p4_sgd": "lstm-4-ranks-sgd-against-tuned-dense",
+               "lstm_p8_sgd": "lstm-8-ranks-sgd-against-tuned-dense", "lstm_p2_adam": "lstm-2-ranks-adam-against-tuned-dense",
+               "lstm_p4_adam": "lstm-4-ranks-adam-against-tuned-dense"}
+    for label, a_cell, d_cell, group, _, _ in conv:
+        lines.append(f"| {label} | {a_cell} | {d_cell} | [docs/convergence.md](docs/convergence.md#{anchors[group]}) |")
+    # The paper experiment timed over 2 and 4 emulated nodes (network.md's blocks network-lstm-p2/-p4).
+    n2 = _net_report(root, *NETWORK_BLOCKS["network-lstm-p2"])
+    n4 = _net_report(root, *NETWORK_BLOCKS["network-lstm-p4"])
+
+    def t(report, method):
+        v = report["runs"][method].get("measured_s")
+        return None if v is None else _secs(v)
+
+    def reached(report, method, name):
+        v = t(report, method)
+        return f"{name} {v}" if v else f"{name} does not reach it"
+    s2, a2 = n2["sgd"], n2["adam"]
+    lines.append("| the LSTM across 2 emulated nodes on 250 Mbit/s links, every method at its tuned rate: time to "
+                 f"tuned dense's validation perplexity x 1.1 | SGD {t(s2, 'a2sgd')} ({reached(s2, 'topk', 'Top-K')}, "
+                 f"{reached(s2, 'qsgd', 'QSGD')}); Adam {t(a2, 'a2sgd')} ({reached(a2, 'qsgd', 'QSGD')}; "
+                 f"{reached(a2, 'topk', 'Top-K')}) | {t(s2, 'dense')} and {t(a2, 'dense')}: "
+                 f"{s2['ratios']['a2sgd:dense']['measured_s']:.1f}x and {a2['ratios']['a2sgd:dense']['measured_s']:.1f}x "
+                 "slower | [docs/network.md](docs/network.md#time-to-the-target-at-2-nodes-250-mbits-with-the-defaults) |")
+    s4, a4 = n4["sgd"], n4["adam"]
+    if a4["runs"]["a2sgd"].get("measured_s") is not None:
+        adam4 = f"Adam {t(a4, 'a2sgd')}"
+    else:
+        # Past the experiment's steps: the continued run (paper-p4/longer) x the step timed over the network.
+        evals = paper_report.load_run(os.path.join(root, "docs/results/paper-p4/longer/a2sgd_adam.jsonl"))[0]
+        steps = paper_report.steps_to_target(evals, "valid_perplexity_averaged", a4["target"])
+        run = paper_report.load_run(os.path.join(root, "docs/results/paper-p4/a2sgd_adam.jsonl"))[0]
+        adam4 = (f"Adam: not within the {run[-1]['step']} steps; continued, "
+                 + ("not reached" if steps is None else f"{_secs(steps * a4['runs']['a2sgd']['step_s'])} at "
+                    f"{steps / a4['runs']['dense']['steps_to_target']:.2f}x dense's steps"))
+    lines.append("| the same across 4 emulated nodes (ring collectives), every method at its tuned rate of the 4-rank "
+                 f"sweep | SGD {t(s4, 'a2sgd')} ({reached(s4, 'topk', 'Top-K')}, {reached(s4, 'qsgd', 'QSGD')}); {adam4} "
+                 f"({reached(a4, 'qsgd', 'QSGD')}; {reached(a4, 'topk', 'Top-K')}) | SGD {t(s4, 'dense')}: "
+                 f"{s4['ratios']['a2sgd:dense']['measured_s']:.1f}x slower; Adam {t(a4, 'dense')} "
+                 "| [docs/network.md](docs/network.md#time-to-the-target-at-4-nodes-250-mbits-with-the-defaults) |")
+    # The MLP across emulated nodes (network.md's network-mlp-p<P>-<rate> blocks), at a2sgd-train's defaults.
+    m100 = _net_report(root, *NETWORK_BLOCKS["network-mlp-p2-100mbit"])["default"]
+    m1g = _net_report(root, *NETWORK_BLOCKS["network-mlp-p2-1gbit"])["default"]
+    m4 = _net_report(root, *NETWORK_BLOCKS["network-mlp-p4-100mbit"])["default"]
+    if m4["runs"]["a2sgd"].get("measured_s") is not None:
+        at4 = f"at 4 nodes {t(m4, 'a2sgd')}"
+    else:
+        with open(os.path.join(root, "docs/results/mlp-methods-p4/a2sgd/metrics.jsonl")) as f:
+            final = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("event") == "summary"][-1]
+        at4 = f"at 4 nodes not reached ({100 * (m4['target'] - final['test_accuracy_averaged']):.1f} points short)"
+    lines.append("| the MLP across 2 emulated nodes on 100 Mbit/s links, each method at a2sgd-train's defaults (not "
+                 f"tuned): time to dense's test accuracy - 1 point | {t(m100, 'a2sgd')} ({reached(m100, 'topk', 'Top-K')}, "
+                 f"{reached(m100, 'qsgd', 'QSGD')}); at 1 Gbit/s {t(m1g, 'a2sgd')} (dense {t(m1g, 'dense')}); {at4} "
+                 f"| {t(m100, 'dense')} | [docs/network.md](docs/network.md#the-mlp-over-the-network) |")
+    # The MLP on one node (benchmarks.md's block mlp-methods-p2).
+    one = {}
+    for method in ("a2sgd", "dense"):
+        with open(os.path.join(root, MLP_METHODS, method, "metrics.jsonl")) as f:
+            one[method] = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("event") == "summary"][-1]
+    a, d = one["a2sgd"], one["dense"]
+    lines.append("| the MLP on Fashion-MNIST, 2 ranks of one node, each method at its defaults: test accuracy of the "
+                 f"averaged model, ms per step | {a['test_accuracy_averaged']:.4f}, {1e3 * a['step_time_s']:.3f} "
+                 f"| {d['test_accuracy_averaged']:.4f}, {1e3 * d['step_time_s']:.3f} "
+                 "| [docs/benchmarks.md](docs/benchmarks.md#every-method-on-the-same-mlp) |")
+    return lines + ["", "_Generated by `scripts/docs_blocks.py` from `docs/results/convergence/`, `docs/results/paper/`, "
+                    "`docs/results/paper-p4/` and `docs/results/mlp-methods-p2/`, `-p4/` (the blocks of "
+                    "docs/convergence.md, docs/network.md and docs/benchmarks.md that the details column links)._"]
+
+
 # ---- the PyTorch example (docs/pytorch.md) ----
 TORCH = "docs/results/pytorch"
 TORCH_LABELS = {"allreduce": "DDP's all-reduce (no hook)", "fp16": "torch fp16_compress_hook",
