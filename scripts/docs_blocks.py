@@ -137,6 +137,53 @@ for _prefix, _folder in PAPER_FOLDERS.items():
     generator(f"{_prefix}-steps", _folder)(lambda root, folder=_folder: paper_steps(root, folder))
 
 
+# ---- A2SGD with Adam at 4 ranks: one exchange option changed at a time against its defaults ----
+SCREENS = "docs/results/paper-p4/screens"
+SCREEN_STEPS = (400, 800, 1200, 1400)
+
+
+@generator("paper-p4-screens", SCREENS)
+def paper_p4_screens(root):
+    """Per screening run (SCREENS/<name>/a2sgd_adam.jsonl, scripts/paper_experiment.sh --runs a2sgd_adam
+    with one a2sgd-train option added): what differs from the run `defaults` (the summary's lr and
+    a2sgd_* options), the averaged model's validation perplexity at fixed steps, the steps to the
+    4-rank experiment's Adam target (dense_adam's final x 1.1) against dense's, and the traffic."""
+    base = os.path.join(root, SCREENS)
+    runs = {}
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name, "a2sgd_adam.jsonl")
+        if os.path.isfile(path):
+            evals, summary, warnings, _ = paper_report.load_run(path)
+            if summary is None:
+                raise SystemExit(f"docs_blocks.py: {path} has no summary (an unfinished run)")
+            runs[name] = (evals, summary, warnings)
+    if "defaults" not in runs:
+        raise SystemExit(f"docs_blocks.py: {SCREENS} has no run 'defaults' to compare the others with")
+    dense = paper_report.load_run(os.path.join(root, "docs/results/paper-p4/dense_adam.jsonl"))[0]
+    target = 1.1 * dense[-1]["valid_perplexity_averaged"]
+    key = "valid_perplexity_averaged"
+    dense_steps = paper_report.steps_to_target(dense, key, target)
+    ref = runs["defaults"][1]
+    options = sorted(k for k in ref if k.startswith("a2sgd_")) + ["lr"]
+    lines = [f"Target: validation perplexity {target:.1f} (the 4-rank experiment's dense with Adam, final x 1.1; "
+             f"dense reaches it at step {dense_steps:,.0f}).", "",
+             "| run | changed from the defaults | " + " | ".join(f"step {s}" for s in SCREEN_STEPS)
+             + " | steps to target (x dense) | divergence warnings | bytes per step and rank (x dense) |",
+             "|---|---|" + "---|" * len(SCREEN_STEPS) + "---|---|---|"]
+    for name in sorted(runs, key=lambda n: (n != "defaults", n)):
+        evals, summary, warnings = runs[name]
+        changed = [f"`--{k.replace('_', '-')} {summary.get(k)}`" for k in options if summary.get(k) != ref.get(k)]
+        at = {e["step"]: e[key] for e in evals}
+        cells = [f"{at[s]:.1f}" if s in at else "-" for s in SCREEN_STEPS]
+        n = paper_report.steps_to_target(evals, key, target)
+        reach = f"not by {evals[-1]['step']}" if n is None else f"{n:,.0f} ({n / dense_steps:.2f}x)"
+        share = 100.0 * summary["bytes_per_step"] / summary["dense_bytes_per_step"]
+        lines.append(f"| {name} | {', '.join(changed) or '-'} | " + " | ".join(cells)
+                     + f" | {reach} | {warnings} | {summary['bytes_per_step']:,.0f} ({share:.2f}%) |")
+    return lines + ["", source_line(SCREENS, "`scripts/paper_experiment.sh --ranks 4 --steps 1400 --eval-every 100 "
+                                             "--runs a2sgd_adam --no-report -- <option>`, one run per option")]
+
+
 # ---- learning-rate sweeps (docs/tuning.md) ----
 SWEEP = "docs/results/lr-sweep"
 
@@ -277,7 +324,7 @@ def _summary(root, models, command):
             others.append(f"{r['config']}: {a_reach}, {a_final}{share}" + ("" if r["finished"] else " (unfinished)"))
         label = "LSTM on PTB" if model == "lstm" else "MLP on Fashion-MNIST"
         lines.append(f"| {label}, {ranks} ranks, {CONV_OPTIMIZERS[optimizer]}: {format(target, m['fmt'])} "
-                     f"({m['rule']}) | {ref['config']}: {reach}, {final} | {'; '.join(others) or '-'} |")
+                     f"({m['rule']}) | {ref['config']}: {reach}, {final} | {'; '.join(others) or 'not run yet'} |")
     return lines + ["", source_line(CONV, command)]
 
 

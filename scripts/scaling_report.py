@@ -207,7 +207,7 @@ def measured_table(convergence):
                 reach = "not reached" if s is None else f"{s:,.0f} ({ratio:.2f}x)"
                 cells.append(f"{config}: {reach}, {100 * share:.2f}%" if share else f"{config}: {reach}")
             lines.append(f"| {'LSTM' if model == 'lstm' else 'MLP'}, {opt} | {p} | {dense}: "
-                         f"{'-' if steps is None else f'{steps:,.0f}'} ({format(target, fmt)}) | {'; '.join(cells)} |")
+                         f"{'-' if steps is None else f'{steps:,.0f}'} ({format(target, fmt)}) | {'; '.join(cells) or 'not run yet'} |")
     return lines
 
 

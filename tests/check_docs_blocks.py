@@ -2,9 +2,11 @@
 """The generated blocks of README.md and docs/*.md against the committed runs (scripts/docs_blocks.py):
 
 - the committed documents regenerate unchanged into the build tree (the check itself);
-- the check can fail: in a copy of the documents, a figure edited by hand inside a block, a block
-  naming no generator and a block left open each make it exit 1, naming the document and the block;
-  --write puts the regenerated figure back.
+- the check can fail: in a copy of the documents, a figure edited by hand inside a block (a table of
+  results.md, the README's opening table), a block naming no generator and a block left open each
+  make it exit 1, naming the document and the block; --write puts the regenerated figure back;
+- the connections check's table (block network-links-check) counts made-up runs right: finished,
+  stopped at the collective timeout (exit 76) and failed otherwise, per connection count and method.
 
 Usage: check_docs_blocks.py SOURCE_DIR WORK_DIR
 """
@@ -65,6 +67,18 @@ check("+| SGD: steps to" in r.stdout and "-| SGD: steps to" in r.stdout, "with a
 r = run(copy, "--write")
 check(r.returncode == 0 and open(results).read() == text, "--write restores the regenerated block")
 
+readme = os.path.join(copy, "README.md")
+readme_text = open(readme).read()
+row = readme_text.index("| LSTM on Penn Treebank, 2 ranks, SGD", readme_text.index("<!-- generated: readme-headline -->"))
+cell = readme_text.index("with the defaults", row)
+with open(readme, "w") as fh:
+    fh.write(readme_text[:cell - 2] + "1" + readme_text[cell - 1:])  # the steps' last digit
+r = run(copy, "--check", os.path.join(work, "regenerated-copy"))
+check(r.returncode == 1 and "README.md: block 'readme-headline'" in r.stdout,
+      f"a hand-edited figure of the README's opening table fails, naming its block (exit {r.returncode})")
+with open(readme, "w") as fh:
+    fh.write(readme_text)
+
 with open(results, "w") as fh:
     fh.write(text + "\n<!-- generated: no-such-table -->\n<!-- end generated: no-such-table -->\n")
 r = run(copy, "--check", os.path.join(work, "regenerated-copy"))
@@ -79,4 +93,17 @@ if plots:
     r = run(copy, "--check", os.path.join(work, "regenerated-copy"), *plots)
     check(r.returncode == 1 and "shows docs/results/paper/ppl_sgd_1gbps.png" in r.stdout,
           "a plot a document shows that its data does not redraw fails")
+
+# block network-links-check on made-up runs (scripts/cluster/links_check.sh's runs.csv)
+sys.path.insert(0, os.path.join(source, "scripts"))
+import docs_blocks  # noqa: E402
+fake = os.path.join(work, "fake")
+os.makedirs(os.path.join(fake, docs_blocks.LINKS_CHECK))
+with open(os.path.join(fake, docs_blocks.LINKS_CHECK, "runs.csv"), "w") as fh:
+    fh.write("round,links,method,exit,seconds\n1,1,fp16,0,30.0\n1,2,fp16,76,67.0\n2,1,fp16,0,28.0\n"
+             "2,2,fp16,124,900.0\n3,1,fp16,0,29.0\n3,2,fp16,0,27.5\n1,2,bf16,76,66.0\n")
+table = docs_blocks.network_links_check(fake)
+check("| 1 | fp16 | 3 | 3 | 0 | 0 | 29.0 |" in table, "1 connection: 3 runs, all finished, median 29.0 s")
+check("| 2 | fp16 | 3 | 1 | 1 | 1 | 27.5 |" in table, "2 connections: one finished, one stopped (76), one failed otherwise")
+check("| 2 | bf16 | 1 | 0 | 1 | 0 | - |" in table, "no finished run: no median")
 finish()
