@@ -153,10 +153,8 @@ def paper_p4_screens(root):
     for name in sorted(os.listdir(base)):
         path = os.path.join(base, name, "a2sgd_adam.jsonl")
         if os.path.isfile(path):
-            evals, summary, warnings, _ = paper_report.load_run(path)
-            if summary is None:
-                raise SystemExit(f"docs_blocks.py: {path} has no summary (an unfinished run)")
-            runs[name] = (evals, summary, warnings)
+            evals, _, warnings, _ = paper_report.load_run(path)
+            runs[name] = (evals, _run_summary(path), warnings)
     if "defaults" not in runs:
         raise SystemExit(f"docs_blocks.py: {SCREENS} has no run 'defaults' to compare the others with")
     dense = paper_report.load_run(os.path.join(root, "docs/results/paper-p4/dense_adam.jsonl"))[0]
@@ -328,32 +326,50 @@ def _summary(root, models, command):
     return lines + ["", source_line(CONV, command)]
 
 
+def _run_summary(path):
+    """The summary record of a2sgd-train's metrics file PATH (its last one)."""
+    summary = paper_report.load_run(path)[1]
+    if summary is None:
+        raise SystemExit(f"docs_blocks.py: {path} has no summary (an unfinished run)")
+    return summary
+
+
+def _read_ini(path):
+    """KEY = VALUE lines of an effective config.ini (comments left out)."""
+    config = {}
+    with open(path) as f:
+        for line in f:
+            key, sep, value = line.partition("=")
+            if sep and not line.startswith("#"):
+                config[key.strip()] = value.strip()
+    return config
+
+
 # ---- the README's opening table: its figures, each from the block that has it in full ----
 # a2sgd-train's default learning rates for A2SGD on the language model (docs/algorithm.md): the
 # convergence run at these rates is "the defaults" row; other rates of a group are variants.
 A2SGD_DEFAULT_LR = {"sgd": 30.0, "adam": 0.003}
+# group, row label, the section of docs/convergence.md the row links
 README_CONV = (("lstm_p2_sgd", "LSTM on Penn Treebank, 2 ranks, SGD: steps to tuned dense's final validation "
-                "perplexity x 1.1 ({target})"),
-               ("lstm_p4_sgd", "the same at 4 ranks (target {target})"),
-               ("lstm_p8_sgd", "the same at 8 ranks (target {target}; 8 ranks oversubscribing 2 cores)"),
-               ("lstm_p2_adam", "2 ranks with Adam: steps to tuned dense's final x 1.1 ({target})"),
-               ("lstm_p4_adam", "the same at 4 ranks (target {target})"))
+                "perplexity x 1.1 ({target})", "against-tuned-dense-the-runs-in-the-results-tree"),
+               ("lstm_p4_sgd", "the same at 4 ranks (target {target})", "lstm-4-ranks-sgd-against-tuned-dense"),
+               ("lstm_p8_sgd", "the same at 8 ranks (target {target}; 8 ranks oversubscribing 2 cores)",
+                "lstm-8-ranks-sgd-against-tuned-dense"),
+               ("lstm_p2_adam", "2 ranks with Adam: steps to tuned dense's final x 1.1 ({target})",
+                "lstm-2-ranks-adam-against-tuned-dense"),
+               ("lstm_p4_adam", "the same at 4 ranks (target {target})", "lstm-4-ranks-adam-against-tuned-dense"))
 
 
 def _config_lr(root, group, config):
     path = os.path.join(root, CONV, group, config, "config.ini")
-    for line in open(path):
-        key, sep, value = line.partition("=")
-        if sep and key.strip() == "lr":
-            return float(value)
-    raise SystemExit(f"docs_blocks.py: {path} names no lr")
+    lr = _read_ini(path).get("lr")
+    if lr is None:
+        raise SystemExit(f"docs_blocks.py: {path} names no lr")
+    return float(lr)
 
 
 def _epochs(root, group, config):
-    import json
-    with open(os.path.join(root, CONV, group, config + ".jsonl")) as f:
-        evals = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("event") == "eval"]
-    return evals[-1]["epoch"]
+    return paper_report.load_run(os.path.join(root, CONV, group, config + ".jsonl"))[0][-1]["epoch"]
 
 
 def _lr(value):
@@ -363,7 +379,7 @@ def _lr(value):
 def _readme_conv_rows(root):
     groups = conv_groups(root)
     rows = []
-    for group, label in README_CONV:
+    for group, label, anchor in README_CONV:
         if group not in groups:
             raise SystemExit(f"docs_blocks.py: {CONV}/{group} holds no finished dense run")
         _, ranks, optimizer, target, runs = groups[group]
@@ -381,7 +397,7 @@ def _readme_conv_rows(root):
                   f"{100 * a['traffic_vs_dense']:.2f}% of dense's bytes")
         d_cell = (f"{ref['steps_to_target']:,.0f} at its tuned rate {_lr(_config_lr(root, group, ref['config']))}, "
                   f"final {ref['final_averaged']:.1f} after {_epochs(root, group, ref['config'])} epochs")
-        rows.append((label.format(target=f"{target:.1f}"), a_cell, d_cell, group, a, ref))
+        rows.append((label.format(target=f"{target:.1f}"), a_cell, d_cell, anchor, group, a, ref))
     return rows
 
 
@@ -400,19 +416,15 @@ def readme_headline(root):
     target at 2, 4 and 8 ranks (docs/results/convergence), the paper experiment's time to the
     target across 2 and 4 emulated nodes (docs/results/paper, paper-p4), the MLP across emulated
     nodes and on one node (docs/results/mlp-methods-p2, -p4)."""
-    import json
     conv = _readme_conv_rows(root)
-    p2 = conv[0]
+    _, _, _, _, p2_group, p2_a2sgd, p2_dense = conv[0]
     lines = ["| | A2SGD | dense all-reduce | details |", "|---|---|---|---|",
              f"| bytes per step and rank | 16 (pure), 144 (layer-wise); the language model's defaults, with an "
-             f"average every 200 steps: {p2[4]['bytes_per_step']:,.0f} over a {_epochs(root, p2[3], p2[5]['config'])}"
-             f"-epoch run ({100 * p2[4]['traffic_vs_dense']:.2f}%) | 4n: {p2[5]['bytes_per_step']:,.0f} for the LSTM "
+             f"average every 200 steps: {p2_a2sgd['bytes_per_step']:,.0f} over a {_epochs(root, p2_group, p2_dense['config'])}"
+             f"-epoch run ({100 * p2_a2sgd['traffic_vs_dense']:.2f}%) | 4n: {p2_dense['bytes_per_step']:,.0f} for the LSTM "
              "| [docs/methods.md](docs/methods.md), [docs/convergence.md](docs/convergence.md) |"]
-    anchors = {"lstm_p2_sgd": "against-tuned-dense-the-runs-in-the-results-tree", "lstm_p4_sgd": "lstm-4-ranks-sgd-against-tuned-dense",
-               "lstm_p8_sgd": "lstm-8-ranks-sgd-against-tuned-dense", "lstm_p2_adam": "lstm-2-ranks-adam-against-tuned-dense",
-               "lstm_p4_adam": "lstm-4-ranks-adam-against-tuned-dense"}
-    for label, a_cell, d_cell, group, _, _ in conv:
-        lines.append(f"| {label} | {a_cell} | {d_cell} | [docs/convergence.md](docs/convergence.md#{anchors[group]}) |")
+    for label, a_cell, d_cell, anchor, _, _, _ in conv:
+        lines.append(f"| {label} | {a_cell} | {d_cell} | [docs/convergence.md](docs/convergence.md#{anchor}) |")
     # The paper experiment timed over 2 and 4 emulated nodes (network.md's blocks network-lstm-p2/-p4).
     n2 = _net_report(root, *NETWORK_BLOCKS["network-lstm-p2"])
     n4 = _net_report(root, *NETWORK_BLOCKS["network-lstm-p4"])
@@ -454,19 +466,14 @@ def readme_headline(root):
     if m4["runs"]["a2sgd"].get("measured_s") is not None:
         at4 = f"at 4 nodes {t(m4, 'a2sgd')}"
     else:
-        with open(os.path.join(root, "docs/results/mlp-methods-p4/a2sgd/metrics.jsonl")) as f:
-            final = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("event") == "summary"][-1]
+        final = _run_summary(os.path.join(root, "docs/results/mlp-methods-p4/a2sgd/metrics.jsonl"))
         at4 = f"at 4 nodes not reached ({100 * (m4['target'] - final['test_accuracy_averaged']):.1f} points short)"
     lines.append("| the MLP across 2 emulated nodes on 100 Mbit/s links, each method at a2sgd-train's defaults (not "
                  f"tuned): time to dense's test accuracy - 1 point | {t(m100, 'a2sgd')} ({reached(m100, 'topk', 'Top-K')}, "
                  f"{reached(m100, 'qsgd', 'QSGD')}); at 1 Gbit/s {t(m1g, 'a2sgd')} (dense {t(m1g, 'dense')}); {at4} "
                  f"| {t(m100, 'dense')} | [docs/network.md](docs/network.md#the-mlp-over-the-network) |")
     # The MLP on one node (benchmarks.md's block mlp-methods-p2).
-    one = {}
-    for method in ("a2sgd", "dense"):
-        with open(os.path.join(root, MLP_METHODS, method, "metrics.jsonl")) as f:
-            one[method] = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("event") == "summary"][-1]
-    a, d = one["a2sgd"], one["dense"]
+    a, d = (_run_summary(os.path.join(root, MLP_METHODS, method, "metrics.jsonl")) for method in ("a2sgd", "dense"))
     lines.append("| the MLP on Fashion-MNIST, 2 ranks of one node, each method at its defaults: test accuracy of the "
                  f"averaged model, ms per step | {a['test_accuracy_averaged']:.4f}, {1e3 * a['step_time_s']:.3f} "
                  f"| {d['test_accuracy_averaged']:.4f}, {1e3 * d['step_time_s']:.3f} "
@@ -672,24 +679,12 @@ MLP_METHODS = "docs/results/mlp-methods-p2"
 def mlp_methods_p2(root):
     """Per method (scripts/compare_methods.sh's runs: <method>/metrics.jsonl and config.ini): its
     optimizer, rate and method options, test accuracy, time per step and its parts, bytes."""
-    import json
     base = os.path.join(root, MLP_METHODS)
     runs = {}
     for method in sorted(os.listdir(base)):
         path = os.path.join(base, method, "metrics.jsonl")
-        if not os.path.isfile(path):
-            continue
-        with open(path) as f:
-            summary = [r for r in (json.loads(line) for line in f if line.strip()) if r.get("event") == "summary"]
-        if not summary:
-            raise SystemExit(f"docs_blocks.py: {path} has no summary (an unfinished run)")
-        config = {}
-        with open(os.path.join(base, method, "config.ini")) as f:
-            for line in f:
-                key, sep, value = line.partition("=")
-                if sep and not line.startswith("#"):
-                    config[key.strip()] = value.strip()
-        runs[method] = (summary[-1], config)
+        if os.path.isfile(path):
+            runs[method] = (_run_summary(path), _read_ini(os.path.join(base, method, "config.ini")))
     if "dense" not in runs:
         raise SystemExit(f"docs_blocks.py: {MLP_METHODS} has no dense run")
     dense_bytes = runs["dense"][0]["bytes_per_step"]
@@ -815,10 +810,9 @@ def network_links_check(root):
              "| failed otherwise | median seconds, finished runs |", "|---|---|---|---|---|---|---|"]
     for (links, method), runs in sorted(groups.items()):
         done = [s for rc, s in runs if rc == 0]
+        median = f"{_median(done):.1f}" if done else "-"
         lines.append(f"| {links} | {method} | {len(runs)} | {len(done)} | {sum(rc == 76 for rc, _ in runs)} "
-                     f"| {sum(rc not in (0, 76) for rc, _ in runs)} | {_median(done):.1f} |" if done else
-                     f"| {links} | {method} | {len(runs)} | 0 | {sum(rc == 76 for rc, _ in runs)} "
-                     f"| {sum(rc not in (0, 76) for rc, _ in runs)} | - |")
+                     f"| {sum(rc not in (0, 76) for rc, _ in runs)} | {median} |")
     return lines + ["", source_line(LINKS_CHECK, "`scripts/cluster/links_check.sh`")]
 
 
