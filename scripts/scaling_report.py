@@ -152,7 +152,11 @@ def time_to_target(directory, convergence):
     runs, links, ranks, compute_s = projection(directory)
     lines = ["| group | link | dense: steps x ms = s | A2SGD defaults: steps x ms = s | A2SGD / dense, time (steps) |",
              "|---|---|---|---|---|"]
-    for group in sorted(os.listdir(convergence)):
+    def order(group):  # the rank count as a number (p16 after p8), then the optimizer
+        m = re.fullmatch(r"lstm_p(\d+)_(sgd|adam)", group)
+        return (int(m.group(1)), m.group(2)) if m else (0, group)
+
+    for group in sorted(os.listdir(convergence), key=order):
         m = re.fullmatch(r"lstm_p(\d+)_(sgd|adam)", group)
         if not m or int(m.group(1)) not in ranks:
             continue
