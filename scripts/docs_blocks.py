@@ -363,7 +363,9 @@ README_CONV = (("lstm_p2_sgd", "LSTM on Penn Treebank, 2 ranks, SGD: steps to tu
                 "lstm-16-ranks-sgd-against-tuned-dense"),
                ("lstm_p2_adam", "2 ranks with Adam: steps to tuned dense's final x 1.1 ({target})",
                 "lstm-2-ranks-adam-against-tuned-dense"),
-               ("lstm_p4_adam", "the same at 4 ranks (target {target})", "lstm-4-ranks-adam-against-tuned-dense"))
+               ("lstm_p4_adam", "the same at 4 ranks (target {target})", "lstm-4-ranks-adam-against-tuned-dense"),
+               ("lstm_p8_adam", "the same at 8 ranks (target {target}; 8 ranks oversubscribing 2 cores)",
+                "lstm-8-ranks-adam-against-tuned-dense"))
 
 
 def _config_lr(root, group, config):
