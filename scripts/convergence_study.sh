@@ -15,7 +15,8 @@
 #   --epochs N         horizon in epochs (default 6 for lstm, 3 for mlp)
 #   --evals-per-epoch N  evaluations per epoch (default 3 for lstm, 2 for mlp)
 #   --configs "C ..."  configurations (default: dense a2sgd a2sgd-layer-k100-hold); a name is
-#                      dense, optionally followed by -lr<X> and -clip<X> (dense-lr40: dense at lr 40),
+#                      dense, optionally followed by -lr<X>, -clip<X> and -const (dense-lr40: dense at
+#                      lr 40),
 #                      or a2sgd followed by any of these parts, in any order:
 #                        -layer       --a2sgd-granularity layer
 #                        -k<K>        --a2sgd-average-every K
@@ -30,6 +31,8 @@
 #                        -mreset      --a2sgd-state-at-average reset (the first moment zeroed there)
 #                        -lr<X>       --lr X (instead of the optimizer's rate below)
 #                        -clip<X>     --clip X
+#                        -const       --lr-schedule constant (no plateau cuts; the model's schedule
+#                                     otherwise)
 #   --force            run again even where a finished run's metrics exist (default: skip them, so
 #                      that an interrupted study continues where it stopped)
 #   --no-report        only train
@@ -96,7 +99,7 @@ optimizer_options() {
     mlp:adam) rate=0.001 ;;
     *) return 1 ;;
   esac
-  echo "--optimizer $1 $([[ $1 == momentum ]] && echo "--momentum 0.9") $([[ $2 == *--lr* ]] || echo "--lr $rate")"
+  echo "--optimizer $1 $([[ $1 == momentum ]] && echo "--momentum 0.9") $([[ " $2 " == *" --lr "* ]] || echo "--lr $rate")"
 }
 
 # The exchange options of a configuration name (see --help); fails on an unknown part. Every A2SGD
@@ -111,6 +114,7 @@ config_options() {
         "") ;;
         lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; d+=(--lr "${part#lr}") ;;
         clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; d+=(--clip "${part#clip}") ;;
+        const) d+=(--lr-schedule constant) ;;
         *) return 1 ;;
       esac
     done
@@ -137,6 +141,7 @@ config_options() {
       w[1-9]*) [[ ${part#w} =~ ^[0-9]+$ ]] || return 1; warmup=${part#w} ;;
       lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; o+=(--lr "${part#lr}") ;;
       clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; o+=(--clip "${part#clip}") ;;
+      const) o+=(--lr-schedule constant) ;;
       *) return 1 ;;
     esac
   done
