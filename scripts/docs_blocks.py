@@ -394,7 +394,9 @@ def _readme_conv_rows(root):
             raise SystemExit(f"docs_blocks.py: {CONV}/{group} holds no finished dense run")
         _, ranks, optimizer, target, runs = groups[group]
         ref = next(r for r in runs.values() if r["reference"])
+        # The defaults run the model's plateau schedule: a -const run is a variant, not them.
         defaults = [r for r in runs.values() if r["config"].startswith("a2sgd-layer-k200-hold-")
+                    and "-const" not in r["config"]
                     and _config_lr(root, group, r["config"]) == A2SGD_DEFAULT_LR[optimizer]]
         if len(defaults) != 1:
             raise SystemExit(f"docs_blocks.py: {CONV}/{group}: expected one run of A2SGD's defaults "
