@@ -416,8 +416,8 @@ def _readme_conv_rows(root):
     return rows
 
 
-def _net_report(root, full, net):
-    return network_report.build_report(os.path.join(root, full), os.path.join(root, net))[1]
+def _net_report(root, full, net, full_runs=None):
+    return network_report.build_report(os.path.join(root, full), os.path.join(root, net), full_runs=full_runs)[1]
 
 
 def _secs(v):
@@ -474,6 +474,19 @@ def readme_headline(root):
                  f"({reached(a4, 'qsgd', 'QSGD')}; {reached(a4, 'topk', 'Top-K')}) | SGD {t(s4, 'dense')}: "
                  f"{s4['ratios']['a2sgd:dense']['measured_s']:.1f}x slower; Adam {t(a4, 'dense')} "
                  "| [docs/network.md](docs/network.md#time-to-the-target-at-4-nodes-250-mbits-with-the-defaults) |")
+    # 8 nodes: steps from the 8-rank convergence study; the compressed baselines have no tuned 8-rank run.
+    n8 = _net_report(root, *NETWORK_BLOCKS["network-lstm-p8"])
+    s8, a8 = n8["sgd"], n8["adam"]
+
+    def step(report, method):
+        return f"{1e3 * report['runs'][method]['step_s']:,.0f} ms"
+    ratio8 = s8["ratios"]["a2sgd:dense"]["measured_s"]
+    lines.append("| the same across 8 emulated nodes (ring collectives): steps from the 8-rank convergence study "
+                 f"| SGD {t(s8, 'a2sgd')}; Adam {reached(a8, 'a2sgd', 'A2SGD').replace('A2SGD ', '')}. Step "
+                 f"{step(s8, 'a2sgd')} (Top-K {step(s8, 'topk')}, QSGD {step(s8, 'qsgd')}, PowerSGD "
+                 f"{step(s8, 'powersgd')}: not yet tuned at 8 ranks, no time to the target) | SGD {t(s8, 'dense')}"
+                 + (f": {ratio8:.1f}x slower" if ratio8 else "") + f"; Adam {t(a8, 'dense')}; step {step(s8, 'dense')} "
+                 "| [docs/network.md](docs/network.md#time-per-step-at-8-nodes-250-mbits-and-the-time-to-the-target-where-the-data-allows-it) |")
     # The MLP across emulated nodes (network.md's network-mlp-p<P>-<rate> blocks), at a2sgd-train's defaults.
     m100 = _net_report(root, *NETWORK_BLOCKS["network-mlp-p2-100mbit"])["default"]
     m1g = _net_report(root, *NETWORK_BLOCKS["network-mlp-p2-1gbit"])["default"]
@@ -661,6 +674,14 @@ def moments_mlp_p4(root):
 # block: (full runs on one node: steps to the target, the runs timed across emulated nodes)
 NETWORK_BLOCKS = {"network-lstm-p2": ("docs/results/paper", "docs/results/paper/network-250mbit-p2"),
                   "network-lstm-p4": ("docs/results/paper-p4", "docs/results/paper-p4/network-250mbit-p4-ring")}
+# At 8 nodes the steps to the target come from the 8-rank convergence study (tuned dense and A2SGD's
+# defaults, docs/convergence.md), whose runs are named by configuration: network_report.py --full-run.
+P8_FULL_RUNS = {"dense_sgd": "lstm_p8_sgd/dense-lr40.jsonl",
+                "a2sgd_sgd": "lstm_p8_sgd/a2sgd-layer-k200-hold-lr30.jsonl",
+                "dense_adam": "lstm_p8_adam/dense-lr0.002.jsonl",
+                "a2sgd_adam": "lstm_p8_adam/a2sgd-layer-k200-hold-lr0.003.jsonl"}
+NETWORK_BLOCKS["network-lstm-p8"] = ("docs/results/convergence", "docs/results/paper-p8/network-250mbit-p8-ring",
+                                     P8_FULL_RUNS)
 # The MLP (docs/network.md): scripts/compare_methods.sh's full runs at P ranks, each method then timed
 # across P emulated nodes at three link rates (A2SGD_COMPARE_NETWORK=RATE, into the full runs' folder).
 for _p in (2, 4):
@@ -669,21 +690,22 @@ for _p in (2, 4):
                                                        f"docs/results/mlp-methods-p{_p}/network-{_rate}-p{_p}")
 
 
-def network_block(full, net):
+def network_block(full, net, full_runs=None):
     def generate(root):
-        md, _ = network_report.build_report(os.path.join(root, full), os.path.join(root, net))
+        md, _ = network_report.build_report(os.path.join(root, full), os.path.join(root, net), full_runs=full_runs)
         lines = []
         for line in md[2:]:  # the report's title names a folder; the block's source line does that
             lines.append(f"**{line[3:]}**" if line.startswith("## ") else line)
         while lines and not lines[-1]:
             lines.pop()
-        return lines + ["", source_line(net, f"`scripts/network_report.py {full} {net}`: steps to the target "
+        mapping = "".join(f" --full-run {k}={v}" for k, v in (full_runs or {}).items())
+        return lines + ["", source_line(net, f"`scripts/network_report.py {full} {net}{mapping}`: steps to the target "
                                              "from the full runs x the step timed over the network")]
     return generate
 
 
-for _name, (_full, _net) in NETWORK_BLOCKS.items():
-    generator(_name, _net)(network_block(_full, _net))
+for _name, (_full, _net, *_runs) in NETWORK_BLOCKS.items():
+    generator(_name, _net)(network_block(_full, _net, *_runs))
 
 
 # ---- every method on the MLP, 2 ranks of one node (docs/benchmarks.md) ----
@@ -781,6 +803,26 @@ def scaling_time_to_target(root):
         "", source_line(PROJECTION, PROJECTION_COMMAND + " with the steps of docs/results/convergence/")]
 
 
+# The paper experiment's runs timed across 2, 4 and 8 emulated nodes at 250 Mbit/s (network.md's
+# network-lstm-p2/-p4/-p8 blocks), per node count.
+NETWORK_TIMED = {2: NETWORK_BLOCKS["network-lstm-p2"][1], 4: NETWORK_BLOCKS["network-lstm-p4"][1],
+                 8: NETWORK_BLOCKS["network-lstm-p8"][1]}
+
+
+def _scaling_network(optimizer):
+    def generate(root):
+        timed = {n: os.path.join(root, d) for n, d in NETWORK_TIMED.items()}
+        folders = ", ".join(f"`{d}/`" for d in NETWORK_TIMED.values())
+        return scaling_report.network_table(timed, optimizer) + [
+            "", f"_Generated by `scripts/docs_blocks.py` from {folders} (`scripts/paper_experiment.sh --network "
+                "250mbit --ranks P`; `scripts/scaling_report.py`'s network table)._"]
+    return generate
+
+
+for _optimizer in ("sgd", "adam"):
+    generator(f"scaling-network-{_optimizer}", NETWORK_TIMED[8])(_scaling_network(_optimizer))
+
+
 # ---- the alpha-beta model against the emulated network (docs/network.md) ----
 NETMODEL = "docs/results/network"
 NETMODEL_COMMAND = ("`scripts/network_study.sh` with the variants of docs/network.md, "
@@ -844,8 +886,9 @@ PLOTS = {**{folder: _paper_plots(folder) for folder in PAPER_FOLDERS.values()},
          SWEEP: lambda root, out: lr_sweep_report.plot(os.path.join(root, SWEEP), out),
          NETMODEL: lambda root, out: network_model_report.plot(
              out, network_model_report.load_results(os.path.join(root, NETMODEL)), {}),
-         "docs/results/scaling": lambda root, out: scaling_report.plot(os.path.join(root, PROJECTION),
-                                                                       os.path.join(root, CONV), out)}
+         "docs/results/scaling": lambda root, out: (
+             scaling_report.plot(os.path.join(root, PROJECTION), os.path.join(root, CONV), out),
+             scaling_report.plot_network({n: os.path.join(root, d) for n, d in NETWORK_TIMED.items()}, out))}
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+\.png)\)")
 
 

@@ -2,7 +2,8 @@
 """Time to a target over an emulated network: full runs on one node x step times measured across nodes.
 
 Reads the full training runs in FULL (FULL/<run>.jsonl or FULL/<run>/metrics.jsonl: steps to the
-target) and the timed runs across emulated nodes in NET (NET/<run>.jsonl, from
+target; or, with --full-run RUN=PATH, the run at PATH, relative to FULL: a timed run's full run from
+a study whose runs are named otherwise, such as scripts/convergence_study.sh's) and the timed runs across emulated nodes in NET (NET/<run>.jsonl, from
 scripts/cluster/timing.sh, with the same options and rank count: a full run whose world size differs
 from its timed run's is refused with exit 1), and writes NET/report.md and
 NET/report.json (docs/network.md; with --report NAME, NET/NAME.md and NET/NAME.json, so that a
@@ -49,6 +50,9 @@ def parse_args():
     ap.add_argument("--model", choices=("lstm", "mlp"), default=None, help="default: from the runs")
     ap.add_argument("--target", action="append", default=[],
                     help="X for every optimizer or OPTIMIZER=X (repeatable); default: from dense's final")
+    ap.add_argument("--full-run", action="append", default=[], metavar="RUN=PATH",
+                    help="the full run of timed run RUN is FULL/PATH (a .jsonl or a run folder with metrics.jsonl; "
+                         "repeatable)")
     ap.add_argument("--report", default="report", metavar="NAME",
                     help="write NET/NAME.md and NET/NAME.json (default: report)")
     args = ap.parse_args()
@@ -61,7 +65,21 @@ def parse_args():
             args.stated[key or "*"] = float(value)
         except ValueError:
             sys.exit(f"network_report.py: error: --target {t}: not a number")
+    args.full_runs = parse_full_runs(args.full_run)
     return args
+
+
+def parse_full_runs(items):
+    """{run: path relative to FULL} of --full-run RUN=PATH, or exit 1 naming a malformed one."""
+    runs = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            sys.exit(f"network_report.py: error: --full-run {item!r}: RUN=PATH expected")
+        if name in runs:
+            sys.exit(f"network_report.py: error: --full-run {name}: given twice")
+        runs[name] = path
+    return runs
 
 
 def load_groups(args):
@@ -73,7 +91,16 @@ def load_groups(args):
     for name in names:
         method, optimizer = split_name(name)
         _, net_summary, _, _ = load_run(os.path.join(args.net, name + ".jsonl"))
-        path = find_full(args.full, name)
+        if name in args.full_runs:
+            # A stated full run that is not there is an error, not "no full run": the table would
+            # silently lose the run's time to the target.
+            path = os.path.join(args.full, args.full_runs[name])
+            if os.path.isdir(path):
+                path = os.path.join(path, "metrics.jsonl")
+            if not os.path.isfile(path):
+                sys.exit(f"network_report.py: error: --full-run {name}={args.full_runs[name]}: no such run ({path})")
+        else:
+            path = find_full(args.full, name)
         full = load_run(path) if path else None
         # Steps to a target depend on the rank count (each step averages that many batches), so a
         # full run of another world size would give the timed run a wrong number of steps.
@@ -130,7 +157,9 @@ def ratios_of(rows):
             for kind in ("measured_s", "modelled_s"):
                 ta, tb = rows[a].get(kind), rows[b].get(kind)
                 entry[kind] = tb / ta if ta and tb else None
-            entry["unreached"] = [m for m in (a, b) if rows[m].get("steps_to_target") is None]
+            entry["no_full_run"] = [m for m in (a, b) if not rows[m]["full_run"]]
+            entry["unreached"] = [m for m in (a, b) if rows[m].get("steps_to_target") is None
+                                  and m not in entry["no_full_run"]]
             ratios[f"{a}:{b}"] = entry
     return ratios
 
@@ -154,7 +183,8 @@ def group_markdown(optimizer, model, target, rule, rows, ratios):
     md += ["", "| ratio (times faster to the target) | measured | modelled | the paper |", "|---|---|---|---|"]
     for name, e in ratios.items():
         a, b = name.split(":")
-        why = "not reached by " + " and ".join(e["unreached"]) if e["unreached"] else "-"
+        why = "; ".join(([f"no full run of {' and '.join(e['no_full_run'])}"] if e.get("no_full_run") else [])
+                        + ([f"not reached by {' and '.join(e['unreached'])}"] if e["unreached"] else [])) or "-"
         md.append(f"| {a} : {b} | {why if e['measured_s'] is None else format(e['measured_s'], '.2f') + 'x'} | "
                   f"{why if e['modelled_s'] is None else format(e['modelled_s'], '.2f') + 'x'} | "
                   f"{str(PAPER_RATIOS[b]) + 'x' if b in PAPER_RATIOS else '-'} |")
@@ -162,9 +192,11 @@ def group_markdown(optimizer, model, target, rule, rows, ratios):
     return md
 
 
-def build_report(full, net, model=None, stated=None):
-    """(Markdown lines, {optimizer: report}) of the full runs in FULL against the timed runs in NET."""
-    args = argparse.Namespace(full=full, net=net, model=model, stated=dict(stated or {}))
+def build_report(full, net, model=None, stated=None, full_runs=None):
+    """(Markdown lines, {optimizer: report}) of the full runs in FULL against the timed runs in NET;
+    full_runs: {timed run: its full run's path relative to FULL} (--full-run)."""
+    args = argparse.Namespace(full=full, net=net, model=model, stated=dict(stated or {}),
+                              full_runs=dict(full_runs or {}))
     link_file = os.path.join(net, "link.txt")
     link = open(link_file).read().strip() if os.path.exists(link_file) else "?"
     groups = load_groups(args)
@@ -190,7 +222,11 @@ def build_report(full, net, model=None, stated=None):
 
 def main():
     args = parse_args()
-    md, out = build_report(args.full, args.net, args.model, args.stated)
+    unknown = sorted(set(args.full_runs) - {n[:-6] for n in os.listdir(args.net) if n.endswith(".jsonl")}) \
+        if os.path.isdir(args.net) else []
+    if unknown:
+        sys.exit(f"network_report.py: error: --full-run names runs that {args.net} has not timed: {', '.join(unknown)}")
+    md, out = build_report(args.full, args.net, args.model, args.stated, args.full_runs)
     with open(os.path.join(args.net, args.report + ".json"), "w") as fh:
         json.dump(out, fh, indent=1)
     with open(os.path.join(args.net, args.report + ".md"), "w") as fh:

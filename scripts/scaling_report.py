@@ -14,7 +14,9 @@ with compute the forward and backward FLOPs of the model (from the summary's "ls
 at the GPU's FP32 peak: a lower bound, which favours the method that sends less (a faster GPU
 leaves more of the step to the network), so every table also gives dense / A2SGD at ten times that
 compute. The apply traffic of all-gather methods grows with p (every rank decodes every payload).
-Usage: scaling_report.py PROJECTION_DIR [--convergence DIR] [--plots OUT]
+Measured over the emulated network (--timed N=DIR): the paper experiment's runs timed across N
+emulated nodes (scripts/paper_experiment.sh --network), each method's step, measured and modelled.
+Usage: scaling_report.py PROJECTION_DIR [--convergence DIR] [--timed N=DIR ...] [--plots OUT]
 """
 import argparse
 import json
@@ -262,12 +264,115 @@ def plot(projection_dir, convergence, out):
     plt.close(fig)
 
 
+def network_rows(timed):
+    """{(method, optimizer): {nodes: step record}} of the paper experiment's runs timed across
+    emulated nodes; timed: {nodes: folder of <method>_<optimizer>.jsonl (scripts/paper_experiment.sh
+    --network)}. A record: measured step, its communication and compute (seconds per step and rank),
+    the alpha-beta model's communication on the link fitted in the same sitting, bytes per step."""
+    out = {}
+    for nodes, folder in sorted(timed.items()):
+        for name in sorted(os.listdir(folder)):
+            if not name.endswith(".jsonl") or "_" not in name:
+                continue
+            method, _, optimizer = name[:-6].rpartition("_")
+            method = {"a2sgd-pure": "a2sgd-paper"}.get(method, method)  # paper_experiment.sh's name
+            summary = None
+            with open(os.path.join(folder, name)) as fh:
+                for line in fh:
+                    record = json.loads(line)
+                    if record.get("event") == "summary":
+                        summary = record
+            if summary is None:
+                raise ValueError(f"{os.path.join(folder, name)}: no summary record (the timed run did not finish)")
+            if summary.get("world_size") != nodes:
+                raise ValueError(f"{os.path.join(folder, name)}: {summary.get('world_size')} ranks, "
+                                 f"filed under {nodes} nodes")
+            other = summary["compute_s_per_step"] + summary["compress_s_per_step"] + summary["optimizer_s_per_step"]
+            modelled = summary.get("modelled_comm_s_per_step")
+            out.setdefault((method, optimizer), {})[nodes] = dict(
+                step_s=summary["step_time_s"], comm_s=summary["comm_s_per_step"],
+                compute_s=summary["compute_s_per_step"], other_s=other,
+                modelled_step_s=None if modelled is None else other + modelled,
+                bytes_per_step=summary["bytes_per_step"])
+    return out
+
+
+def network_table(timed, optimizer):
+    """Per method: ms per step measured (its communication) / modelled at each node count, then the
+    compute per step and rank, which grows with the node count because the nodes share 2 cores."""
+    rows = network_rows(timed)
+    nodes = sorted(timed)
+    lines = ["| method | " + " | ".join(f"{n} nodes: measured (comm) / modelled ms" for n in nodes) + " |",
+             "|---|" + "---|" * len(nodes)]
+    for method in [m for m in ORDER if (m, optimizer) in rows]:
+        cells = []
+        for n in nodes:
+            r = rows[(method, optimizer)].get(n)
+            if r is None:
+                cells.append("not timed")
+                continue
+            model = "-" if r["modelled_step_s"] is None else f"{1e3 * r['modelled_step_s']:,.0f}"
+            cells.append(f"{1e3 * r['step_s']:,.0f} ({1e3 * r['comm_s']:,.0f}) / {model}")
+        lines.append(f"| {LABELS.get(method, method)} | " + " | ".join(cells) + " |")
+    dense = rows.get(("dense", optimizer), {})
+    a2sgd = rows.get(("a2sgd", optimizer), {})
+    lines.append("| dense's compute per step and rank (ms) | " + " | ".join(
+        f"{1e3 * dense[n]['compute_s']:,.0f}" if n in dense else "-" for n in nodes) + " |")
+    lines.append("| dense / A2SGD, measured step | " + " | ".join(
+        f"{dense[n]['step_s'] / a2sgd[n]['step_s']:.2f}x" if n in dense and n in a2sgd else "-" for n in nodes) + " |")
+    return lines
+
+
+def plot_network(timed, out):
+    """network_steps.png: each method's measured (solid) and modelled (dashed) step against the node
+    count, one panel per optimizer."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = network_rows(timed)
+    optimizers = sorted({o for _, o in rows})
+    fig, axes = plt.subplots(1, len(optimizers), figsize=(6 * len(optimizers), 4.5), squeeze=False)
+    for ax, optimizer in zip(axes[0], optimizers):
+        for i, method in enumerate(m for m in ORDER if (m, optimizer) in rows):
+            by_nodes = rows[(method, optimizer)]
+            ns = sorted(by_nodes)
+            color = f"C{i}"
+            ax.plot(ns, [1e3 * by_nodes[n]["step_s"] for n in ns], marker="o", color=color,
+                    label=LABELS.get(method, method))
+            modelled = [(n, by_nodes[n]["modelled_step_s"]) for n in ns if by_nodes[n]["modelled_step_s"] is not None]
+            if modelled:
+                ax.plot([n for n, _ in modelled], [1e3 * v for _, v in modelled], linestyle="--", color=color,
+                        alpha=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(timed))
+        ax.set_xticklabels([str(n) for n in sorted(timed)])
+        ax.set_yscale("log")
+        ax.set_xlabel("emulated nodes (one rank each; the nodes share 2 cores)")
+        ax.set_ylabel("ms per step")
+        ax.set_title(f"LSTM on PTB, {optimizer}, 250 Mbit/s links: measured (solid), modelled (dashed)", fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(out, exist_ok=True)
+    fig.savefig(os.path.join(out, "network_steps.png"), dpi=110)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("projection", help="scripts/scaling_projection.sh's --out folder")
     ap.add_argument("--convergence", default="docs/results/convergence", help="the convergence groups")
     ap.add_argument("--plots", metavar="OUT", help="draw the PNGs into OUT (matplotlib)")
+    ap.add_argument("--timed", action="append", default=[], metavar="N=DIR",
+                    help="the paper experiment's runs timed across N emulated nodes (paper_experiment.sh --network; "
+                         "repeatable): the measured step per node count")
     a = ap.parse_args()
+    timed = {}
+    for item in a.timed:
+        n, sep, folder = item.partition("=")
+        if not sep or not n.isdigit() or int(n) < 1 or not os.path.isdir(folder):
+            ap.error(f"--timed {item!r}: N=DIR with a node count and an existing folder expected")
+        timed[int(n)] = folder
     runs, links, _, _ = projection(a.projection)
     print("\n".join(measured_table(a.convergence)))
     for gbit, _ in links:
@@ -277,8 +382,13 @@ def main():
     print("\n".join(allreduce_lines(a.projection)))
     print()
     print("\n".join(time_to_target(a.projection, a.convergence)))
+    for optimizer in sorted({o for _, o in network_rows(timed)}) if timed else ():
+        print(f"\n{optimizer}:")
+        print("\n".join(network_table(timed, optimizer)))
     if a.plots:
         plot(a.projection, a.convergence, a.plots)
+        if timed:
+            plot_network(timed, a.plots)
     return 0
 
 

@@ -112,6 +112,39 @@ check(block.rstrip().endswith(f"from `{net_p2}/` (`scripts/network_report.py {fu
                               "target from the full runs x the step timed over the network)._"),
       "the block ends with its source line naming the timed runs' folder")
 
+# --full-run: full runs named as another study names them (convergence_study.sh's configurations,
+# one folder per optimizer), stated per timed run relative to FULL; a timed run without one is
+# tabulated as "no full run"; a stated run that is not there, or a name nobody timed, is refused.
+study = os.path.join(work, "study")
+full_run(os.path.join(study, "p4_sgd", "dense-lr40.jsonl"), [300, 200, 110, 100], 4)
+full_run(os.path.join(study, "p4_sgd", "a2sgd-layer-k200", "metrics.jsonl"), [300, 121, 100, 90], 4)
+net3 = os.path.join(work, "net3")
+for name, step_s, comm_s in (("dense_sgd", 2.0, 1.5), ("a2sgd_sgd", 0.5, 0.01), ("qsgd_sgd", 1.0, 0.5)):
+    timed_run(os.path.join(net3, name + ".jsonl"), step_s, comm_s, 4)
+mapping = ["--full-run", "dense_sgd=p4_sgd/dense-lr40.jsonl", "--full-run", "a2sgd_sgd=p4_sgd/a2sgd-layer-k200"]
+out = subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), study, net3] + mapping,
+                     capture_output=True, text=True)
+check(out.returncode == 0, f"--full-run: exit 0 (got {out.returncode}: {out.stderr.strip()})")
+if out.returncode == 0:
+    rep = json.load(open(os.path.join(net3, "report.json")))["sgd"]
+    check(abs(rep["target"] - 110.0) < 1e-9 and abs(rep["runs"]["a2sgd"]["steps_to_target"] - 250) < 1e-6
+          and abs(rep["runs"]["a2sgd"]["measured_s"] - 125) < 1e-6,
+          f"--full-run: target 110 from the mapped dense run, A2SGD 250 steps and 125 s (got {rep['target']}, "
+          f"{rep['runs']['a2sgd'].get('steps_to_target')}, {rep['runs']['a2sgd'].get('measured_s')})")
+    check(not rep["runs"]["qsgd"]["full_run"] and rep["runs"]["qsgd"]["steps_to_target"] is None
+          and "| qsgd_sgd | no full run |" in open(os.path.join(net3, "report.md")).read(),
+          "a timed run without a full run: 'no full run', no time to the target")
+    check(rep["ratios"]["a2sgd:qsgd"]["no_full_run"] == ["qsgd"] and rep["ratios"]["a2sgd:qsgd"]["unreached"] == []
+          and "| a2sgd : qsgd | no full run of qsgd |" in open(os.path.join(net3, "report.md")).read(),
+          "and its ratio says 'no full run of qsgd', not that qsgd missed the target")
+for extra, expect in ((["--full-run", "qsgd_sgd=p4_sgd/qsgd-lr30.jsonl"], "no such run"),
+                      (["--full-run", "topk_sgd=p4_sgd/dense-lr40.jsonl"], "has not timed: topk_sgd"),
+                      (["--full-run", "dense_sgd"], "RUN=PATH expected")):
+    bad = subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), study, net3] + extra,
+                         capture_output=True, text=True)
+    check(bad.returncode == 1 and expect in bad.stderr,
+          f"{' '.join(extra)}: exit 1 saying '{expect}' (got {bad.returncode}: {bad.stderr.strip()})")
+
 # A full run at 2 ranks next to a timed run at 4: refused, nothing written.
 bad_net = os.path.join(work, "net_bad")
 full_run(os.path.join(work, "full2", "dense_sgd.jsonl"), [300, 200, 110, 100], 2)

@@ -8,7 +8,11 @@ known inputs (docs/scaling.md):
 - the report's GPU step is compute (the language model's FLOPs at the GPU's FP32 peak) + the
   kernels' bytes at its memory bandwidth + the modelled communication, an all-gather method's decode
   bytes scaled by p / the run's ranks; dense / A2SGD is the ratio of those steps; the time to target
-  is the measured steps times the modelled step.
+  is the measured steps times the modelled step;
+- the network table gives each method's measured step (its communication) / modelled step (compute,
+  compression and update + the modelled communication) per node count, "not timed" where a node
+  count lacks the run, dense / A2SGD of the measured steps, and refuses a run filed under a node
+  count other than its world size.
 
 Usage: check_scaling.py SCRIPTS_DIR WORK_DIR
 """
@@ -125,4 +129,34 @@ dense2 = compute + 1e-3 + 6e-3
 a2sgd2 = compute + 0.2e-3 + 1e-4
 check(" x " in line and f"{200 * a2sgd2:.2f} |" in line,
       f"A2SGD reaches the target at step 200: 200 x its modelled step ({line})")
+# The network table on timed runs with known summaries: dense and A2SGD at 2 and 4 nodes, Top-K at 2.
+def timed(folder, name, ranks, step, comm, compute, modelled):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name + ".jsonl"), "w") as fh:
+        fh.write(json.dumps({"event": "train", "step": 1}) + "\n")
+        fh.write(json.dumps({"event": "summary", "world_size": ranks, "step_time_s": step, "comm_s_per_step": comm,
+                             "compute_s_per_step": compute, "compress_s_per_step": 0.01,
+                             "optimizer_s_per_step": 0.02, "modelled_comm_s_per_step": modelled,
+                             "bytes_per_step": 100}) + "\n")
+
+
+net = {2: os.path.join(work, "net2"), 4: os.path.join(work, "net4")}
+timed(net[2], "dense_sgd", 2, 0.8, 0.6, 0.15, 0.55)
+timed(net[2], "a2sgd_sgd", 2, 0.2, 0.01, 0.16, 0.002)
+timed(net[2], "topk_sgd", 2, 0.18, 0.005, 0.15, 0.001)
+timed(net[4], "dense_sgd", 4, 1.6, 1.2, 0.3, 1.0)
+timed(net[4], "a2sgd_sgd", 4, 0.4, 0.05, 0.3, 0.004)
+table = scaling_report.network_table(net, "sgd")
+print("\n".join(table))
+check("| dense | 800 (600) / 730 | 1,600 (1,200) / 1,330 |" in table,
+      "dense: measured (comm) / modelled = compute 150 + 10 + 20 + 550 = 730 ms at 2 nodes, 1,330 at 4")
+check("| Top-K | 180 (5) / 181 | not timed |" in table, "Top-K timed at 2 nodes only: 'not timed' at 4")
+check("| dense / A2SGD, measured step | 4.00x | 4.00x |" in table, "dense / A2SGD of the measured steps")
+check("| dense's compute per step and rank (ms) | 150 | 300 |" in table, "dense's compute per node count")
+timed(os.path.join(work, "net8"), "dense_sgd", 4, 1.6, 1.2, 0.3, 1.0)
+try:
+    scaling_report.network_table({8: os.path.join(work, "net8")}, "sgd")
+    check(False, "a 4-rank run filed under 8 nodes is refused")
+except ValueError as e:
+    check("4 ranks" in str(e) and "8 nodes" in str(e), f"a 4-rank run filed under 8 nodes is refused: {e}")
 finish()
