@@ -3,11 +3,12 @@
 
 Reads the full training runs in FULL (FULL/<run>.jsonl or FULL/<run>/metrics.jsonl: steps to the
 target; or, with --full-run RUN=PATH, the run at PATH, relative to FULL: a timed run's full run from
-a study whose runs are named otherwise, such as scripts/convergence_study.sh's) and the timed runs across emulated nodes in NET (NET/<run>.jsonl, from
-scripts/cluster/timing.sh, with the same options and rank count: a full run whose world size differs
-from its timed run's is refused with exit 1), and writes NET/report.md and
-NET/report.json (docs/network.md; with --report NAME, NET/NAME.md and NET/NAME.json, so that a
-report against a stated --target sits next to the default one):
+a study whose runs are named otherwise, such as scripts/convergence_study.sh's) and the timed runs
+across emulated nodes in NET (NET/<run>.jsonl, from scripts/cluster/timing.sh, with the same
+options and rank count: a full run whose world size differs from its timed run's is refused with
+exit 1), and writes NET/report.md and NET/report.json (docs/network.md; with --report NAME,
+NET/NAME.md and NET/NAME.json, so that a report against a stated --target sits next to the
+default one):
 
 - target: lstm, dense's final validation perplexity x 1.1 of the averaged model (per optimizer:
   runs are named <method>_<optimizer>); mlp, dense's final test accuracy - 0.01; or --target;
