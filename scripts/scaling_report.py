@@ -27,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convergence_report  # noqa: E402
+import paper_report  # noqa: E402
 
 # The GPU whose rates turn the model's work into time: NVIDIA's H200 SXM datasheet (the Hopper
 # GH100 compute of the H100 SXM with HBM3e): FP32 67 TFLOP/s without tensor cores, 4.8 TB/s.
@@ -268,7 +269,7 @@ def network_rows(timed):
     """{(method, optimizer): {nodes: step record}} of the paper experiment's runs timed across
     emulated nodes; timed: {nodes: folder of <method>_<optimizer>.jsonl (scripts/paper_experiment.sh
     --network)}. A record: measured step, its communication and compute (seconds per step and rank),
-    the alpha-beta model's communication on the link fitted in the same sitting, bytes per step."""
+    and the step with the alpha-beta model's communication on the link fitted in the same sitting."""
     out = {}
     for nodes, folder in sorted(timed.items()):
         for name in sorted(os.listdir(folder)):
@@ -276,12 +277,7 @@ def network_rows(timed):
                 continue
             method, _, optimizer = name[:-6].rpartition("_")
             method = {"a2sgd-pure": "a2sgd-paper"}.get(method, method)  # paper_experiment.sh's name
-            summary = None
-            with open(os.path.join(folder, name)) as fh:
-                for line in fh:
-                    record = json.loads(line)
-                    if record.get("event") == "summary":
-                        summary = record
+            summary = paper_report.load_run(os.path.join(folder, name))[1]
             if summary is None:
                 raise ValueError(f"{os.path.join(folder, name)}: no summary record (the timed run did not finish)")
             if summary.get("world_size") != nodes:
@@ -291,9 +287,8 @@ def network_rows(timed):
             modelled = summary.get("modelled_comm_s_per_step")
             out.setdefault((method, optimizer), {})[nodes] = dict(
                 step_s=summary["step_time_s"], comm_s=summary["comm_s_per_step"],
-                compute_s=summary["compute_s_per_step"], other_s=other,
-                modelled_step_s=None if modelled is None else other + modelled,
-                bytes_per_step=summary["bytes_per_step"])
+                compute_s=summary["compute_s_per_step"],
+                modelled_step_s=None if modelled is None else other + modelled)
     return out
 
 
