@@ -148,10 +148,11 @@ def method_row(r, reach, key, target):
 
 
 def ratios_of(rows):
-    """Every A2SGD run against dense, Top-K and QSGD: how many times faster to the target."""
+    """Every A2SGD run against dense, Top-K, QSGD and PowerSGD (where timed): how many times faster to
+    the target."""
     ratios = {}
     for a in sorted(m for m in rows if m.startswith("a2sgd")):
-        for b in ("dense", "topk", "qsgd"):
+        for b in ("dense", "topk", "qsgd", "powersgd"):
             if b not in rows:
                 continue
             entry = {}

@@ -118,10 +118,15 @@ check(block.rstrip().endswith(f"from `{net_p2}/` (`scripts/network_report.py {fu
 study = os.path.join(work, "study")
 full_run(os.path.join(study, "p4_sgd", "dense-lr40.jsonl"), [300, 200, 110, 100], 4)
 full_run(os.path.join(study, "p4_sgd", "a2sgd-layer-k200", "metrics.jsonl"), [300, 121, 100, 90], 4)
+# PowerSGD's full run lies outside FULL (as the paper experiment's runs lie next to the convergence
+# study's): crosses 110 at step 300, x its 0.4-s step = 120 s, so A2SGD (125 s) is 0.96x as fast.
+full_run(os.path.join(work, "paper", "powersgd_sgd.jsonl"), [300, 200, 110, 100], 4)
 net3 = os.path.join(work, "net3")
-for name, step_s, comm_s in (("dense_sgd", 2.0, 1.5), ("a2sgd_sgd", 0.5, 0.01), ("qsgd_sgd", 1.0, 0.5)):
+for name, step_s, comm_s in (("dense_sgd", 2.0, 1.5), ("a2sgd_sgd", 0.5, 0.01), ("qsgd_sgd", 1.0, 0.5),
+                             ("powersgd_sgd", 0.4, 0.02)):
     timed_run(os.path.join(net3, name + ".jsonl"), step_s, comm_s, 4)
-mapping = ["--full-run", "dense_sgd=p4_sgd/dense-lr40.jsonl", "--full-run", "a2sgd_sgd=p4_sgd/a2sgd-layer-k200"]
+mapping = ["--full-run", "dense_sgd=p4_sgd/dense-lr40.jsonl", "--full-run", "a2sgd_sgd=p4_sgd/a2sgd-layer-k200",
+           "--full-run", "powersgd_sgd=../paper/powersgd_sgd.jsonl"]
 out = subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), study, net3] + mapping,
                      capture_output=True, text=True)
 check(out.returncode == 0, f"--full-run: exit 0 (got {out.returncode}: {out.stderr.strip()})")
@@ -137,6 +142,12 @@ if out.returncode == 0:
     check(rep["ratios"]["a2sgd:qsgd"]["no_full_run"] == ["qsgd"] and rep["ratios"]["a2sgd:qsgd"]["unreached"] == []
           and "| a2sgd : qsgd | no full run of qsgd |" in open(os.path.join(net3, "report.md")).read(),
           "and its ratio says 'no full run of qsgd', not that qsgd missed the target")
+    power = rep["runs"]["powersgd"]
+    check(power["full_run"] and abs(power["steps_to_target"] - 300) < 1e-6 and abs(power["measured_s"] - 120) < 1e-6
+          and abs(rep["ratios"]["a2sgd:powersgd"]["measured_s"] - 0.96) < 1e-9
+          and "| a2sgd : powersgd | 0.96x |" in open(os.path.join(net3, "report.md")).read(),
+          f"PowerSGD's full run outside FULL: 300 steps, 120 s, A2SGD : PowerSGD 120 / 125 = 0.96x (got "
+          f"{power.get('steps_to_target')}, {power.get('measured_s')}, {rep['ratios'].get('a2sgd:powersgd')})")
 for extra, expect in ((["--full-run", "qsgd_sgd=p4_sgd/qsgd-lr30.jsonl"], "no such run"),
                       (["--full-run", "topk_sgd=p4_sgd/dense-lr40.jsonl"], "has not timed: topk_sgd"),
                       (["--full-run", "dense_sgd"], "RUN=PATH expected")):
