@@ -701,19 +701,20 @@ def paper_p8_sgd(root):
     """docs/results.md: the 8-rank full runs with SGD (P8_FULL_RUNS): steps to tuned dense's final x 1.1
     (log-interpolated) against dense's, the final perplexity and the amortised bytes per step."""
     key = "valid_perplexity_averaged"
+    # The target and the steps to it as the network block has them (network_report.py).
+    report = _net_report(root, *NETWORK_BLOCKS["network-lstm-p8"])["sgd"]
+    target, dense_steps = report["target"], report["runs"]["dense"]["steps_to_target"]
     runs = {}
     for name, rel in P8_FULL_RUNS.items():
         method, optimizer = name.rsplit("_", 1)
         if optimizer == "sgd":
             path = os.path.join(root, "docs/results/convergence", rel)
             runs[method] = (paper_report.load_run(path)[0], _run_summary(path))
-    target = 1.1 * runs["dense"][0][-1][key]
-    dense_steps = paper_report.steps_to_target(runs["dense"][0], key, target)
     lines = [f"| run | steps to {target:.1f} (x dense) | final (steps run) | bytes per step and rank, amortised (x dense) |",
              "|---|---|---|---|"]
     for method in sorted(runs, key=lambda m: list(P8_NAMES).index(m)):
         evals, summary = runs[method]
-        n = paper_report.steps_to_target(evals, key, target)
+        n = report["runs"][method]["steps_to_target"]
         reach = f"not by {evals[-1]['step']}" if n is None else f"{n:,.0f} ({n / dense_steps:.2f}x)"
         amortised = summary["total_comm_bytes"] / summary["steps"]
         lines.append(f"| {P8_NAMES[method]}, lr {summary['lr']:g} | {reach} | {evals[-1][key]:.1f} ({summary['steps']:,}) "
