@@ -696,8 +696,9 @@ P8_FULL_RUNS = {"dense_sgd": "lstm_p8_sgd/dense-lr40.jsonl",
                 "a2sgd_adam": "lstm_p8_adam/a2sgd-layer-k200-hold-lr0.003.jsonl"}
 # The compressed baselines' full runs (SGD and Adam): the paper experiment at 8 ranks, each at its best
 # rate of the 8-rank sweep, for A2SGD's 9 epochs (1,485 steps), next to the timed runs in docs/results/paper-p8/.
+P8_OPTIMIZERS = ("sgd", "adam")
 P8_FULL_RUNS.update({f"{method}_{optimizer}": f"../paper-p8/{method}_{optimizer}.jsonl"
-                     for optimizer in ("sgd", "adam") for method in ("topk", "qsgd", "powersgd")})
+                     for optimizer in P8_OPTIMIZERS for method in ("topk", "qsgd", "powersgd")})
 P8_NAMES = {"dense": "dense", "a2sgd": "A2SGD's defaults", "topk": "Top-K", "qsgd": "QSGD", "powersgd": "PowerSGD"}
 
 
@@ -730,7 +731,7 @@ def paper_p8_block(optimizer):
     return generate
 
 
-for _optimizer in ("sgd", "adam"):
+for _optimizer in P8_OPTIMIZERS:
     generator(f"paper-p8-{_optimizer}", "docs/results/paper-p8")(paper_p8_block(_optimizer))
 
 
