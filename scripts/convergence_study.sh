@@ -15,8 +15,8 @@
 #   --epochs N         horizon in epochs (default 6 for lstm, 3 for mlp)
 #   --evals-per-epoch N  evaluations per epoch (default 3 for lstm, 2 for mlp)
 #   --configs "C ..."  configurations (default: dense a2sgd a2sgd-layer-k100-hold); a name is
-#                      dense, optionally followed by -lr<X>, -clip<X> and -const (dense-lr40: dense at
-#                      lr 40),
+#                      dense, optionally followed by -lr<X>, -clip<X>, -lrw<W> and -const (dense-lr40:
+#                      dense at lr 40),
 #                      or a2sgd followed by any of these parts, in any order:
 #                        -layer       --a2sgd-granularity layer
 #                        -k<K>        --a2sgd-average-every K
@@ -33,6 +33,8 @@
 #                        -clip<X>     --clip X
 #                        -const       --lr-schedule constant (no plateau cuts; the model's schedule
 #                                     otherwise)
+#                        -lrw<W>      --lr-warmup-steps W (the rate rises linearly over the first W
+#                                     steps)
 #   --force            run again even where a finished run's metrics exist (default: skip them, so
 #                      that an interrupted study continues where it stopped)
 #   --no-report        only train
@@ -113,6 +115,7 @@ config_options() {
       case "$part" in
         "") ;;
         lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; d+=(--lr "${part#lr}") ;;
+        lrw[1-9]*) [[ ${part#lrw} =~ ^[0-9]+$ ]] || return 1; d+=(--lr-warmup-steps "${part#lrw}") ;;
         clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; d+=(--clip "${part#clip}") ;;
         const) d+=(--lr-schedule constant) ;;
         *) return 1 ;;
@@ -139,6 +142,7 @@ config_options() {
       mreset) state=reset ;;
       k[1-9]*) [[ ${part#k} =~ ^[0-9]+$ ]] || return 1; every=${part#k} ;;
       w[1-9]*) [[ ${part#w} =~ ^[0-9]+$ ]] || return 1; warmup=${part#w} ;;
+      lrw[1-9]*) [[ ${part#lrw} =~ ^[0-9]+$ ]] || return 1; o+=(--lr-warmup-steps "${part#lrw}") ;;
       lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; o+=(--lr "${part#lr}") ;;
       clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; o+=(--clip "${part#clip}") ;;
       const) o+=(--lr-schedule constant) ;;

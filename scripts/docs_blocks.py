@@ -25,6 +25,7 @@ committed but whose block stands in no document is an error too (exit 1); --chec
 """
 import argparse
 import difflib
+import json
 import os
 import re
 import sys
@@ -146,16 +147,17 @@ SCREEN_ADDED_DEFAULTS = {"a2sgd_state_at_average": "keep"}  # a2sgd-train --help
 @generator("paper-p4-screens", SCREENS)
 def paper_p4_screens(root):
     """Per screening run (SCREENS/<name>/a2sgd_adam.jsonl, scripts/paper_experiment.sh --runs a2sgd_adam
-    with one a2sgd-train option added): what differs from the run `defaults` (the summary's lr and
-    a2sgd_* options), the averaged model's validation perplexity at fixed steps, the steps to the
-    4-rank experiment's Adam target (dense_adam's final x 1.1) against dense's, and the traffic."""
+    with one a2sgd-train option added): what differs from the run `defaults` (the summary's lr, its
+    warm-up and a2sgd_* options), the averaged model's validation perplexity at fixed steps, the steps
+    to the 4-rank experiment's Adam target (dense_adam's final x 1.1) against dense's, the same
+    against a dense run with the same change where the screen has one, and the traffic."""
     base = os.path.join(root, SCREENS)
     runs = {}
     for name in sorted(os.listdir(base)):
         path = os.path.join(base, name, "a2sgd_adam.jsonl")
         if os.path.isfile(path):
             evals, _, warnings, _ = paper_report.load_run(path)
-            runs[name] = (evals, _run_summary(path), warnings)
+            runs[name] = (evals, {"lr_warmup_steps": _warmup_steps(path), **_run_summary(path)}, warnings)
     if "defaults" not in runs:
         raise SystemExit(f"docs_blocks.py: {SCREENS} has no run 'defaults' to compare the others with")
     dense = paper_report.load_run(os.path.join(root, "docs/results/paper-p4/dense_adam.jsonl"))[0]
@@ -165,12 +167,13 @@ def paper_p4_screens(root):
     # An option added to a2sgd-train after the defaults' run is missing from its summary: that run
     # had the option's default (SCREEN_ADDED_DEFAULTS), and a run that sets it shows as changed.
     ref = {**SCREEN_ADDED_DEFAULTS, **runs["defaults"][1]}
-    options = sorted({k for _, s, _ in runs.values() for k in s if k.startswith("a2sgd_")}) + ["lr"]
+    options = sorted({k for _, s, _ in runs.values() for k in s if k.startswith("a2sgd_")}) + ["lr", "lr_warmup_steps"]
     lines = [f"Target: validation perplexity {target:.1f} (the 4-rank experiment's dense with Adam, final x 1.1; "
              f"dense reaches it at step {dense_steps:,.0f}).", "",
              "| run | changed from the defaults | " + " | ".join(f"step {s}" for s in SCREEN_STEPS)
-             + " | steps to target (x dense) | divergence warnings | bytes per step and rank (x dense) |",
-             "|---|---|" + "---|" * len(SCREEN_STEPS) + "---|---|---|"]
+             + " | steps to target (x dense) | the same change on dense: its target, its steps, A2SGD's (x) "
+             "| divergence warnings | bytes per step and rank (x dense) |",
+             "|---|---|" + "---|" * len(SCREEN_STEPS) + "---|---|---|---|"]
     for name in sorted(runs, key=lambda n: (n != "defaults", n)):
         evals, summary, warnings = runs[name]
         summary = {**SCREEN_ADDED_DEFAULTS, **summary}
@@ -179,9 +182,21 @@ def paper_p4_screens(root):
         cells = [f"{at[s]:.1f}" if s in at else "-" for s in SCREEN_STEPS]
         n = paper_report.steps_to_target(evals, key, target)
         reach = f"not by {evals[-1]['step']}" if n is None else f"{n:,.0f} ({n / dense_steps:.2f}x)"
+        # A change that is no exchange option (the rate's warm-up) may help dense as much: where the
+        # screen also ran dense with it (SCREENS/<name>/dense_adam.jsonl, the experiment's 1200 steps),
+        # A2SGD is measured against that dense run too.
+        same = "-"
+        dense_path = os.path.join(base, name, "dense_adam.jsonl")
+        if os.path.isfile(dense_path):
+            d_evals = paper_report.load_run(dense_path)[0]
+            d_target = 1.1 * d_evals[-1][key]
+            d_steps = paper_report.steps_to_target(d_evals, key, d_target)
+            a_steps = paper_report.steps_to_target(evals, key, d_target)
+            same = (f"{d_target:.1f}, {d_steps:,.0f}, "
+                    + (f"not by {evals[-1]['step']}" if a_steps is None else f"{a_steps:,.0f} ({a_steps / d_steps:.2f}x)"))
         share = 100.0 * summary["bytes_per_step"] / summary["dense_bytes_per_step"]
         lines.append(f"| {name} | {', '.join(changed) or '-'} | " + " | ".join(cells)
-                     + f" | {reach} | {warnings} | {summary['bytes_per_step']:,.0f} ({share:.2f}%) |")
+                     + f" | {reach} | {same} | {warnings} | {summary['bytes_per_step']:,.0f} ({share:.2f}%) |")
     return lines + ["", source_line(SCREENS, "`scripts/paper_experiment.sh --ranks 4 --steps 1400 --eval-every 100 "
                                              "--runs a2sgd_adam --no-report -- <option>`, one run per option")]
 
@@ -334,6 +349,21 @@ def _summary(root, models, command):
     return lines + ["", source_line(CONV, command)]
 
 
+def _warmup_steps(path):
+    """The rate's linear warm-up of a2sgd-train's metrics file PATH: its summary's lr_warmup_steps, or
+    for a run written before the summary had it, W from the first train record, whose rate is
+    base * step / W while step < W (the same base rate where there is no warm-up)."""
+    summary = paper_report.load_run(path)[1] or {}
+    if "lr_warmup_steps" in summary:
+        return summary["lr_warmup_steps"]
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("event") == "train":
+                return 0 if r["lr"] >= summary.get("lr", r["lr"]) else round(summary["lr"] * r["step"] / r["lr"])
+    return 0
+
+
 def _run_summary(path):
     """The summary record of a2sgd-train's metrics file PATH (its last one)."""
     summary = paper_report.load_run(path)[1]
@@ -398,9 +428,9 @@ def _readme_conv_rows(root):
             raise SystemExit(f"docs_blocks.py: {CONV}/{group} holds no finished dense run")
         _, ranks, optimizer, target, runs = groups[group]
         ref = next(r for r in runs.values() if r["reference"])
-        # The defaults run the model's plateau schedule: a -const run is a variant, not them.
-        defaults = [r for r in runs.values() if r["config"].startswith("a2sgd-layer-k200-hold-")
-                    and "-const" not in r["config"]
+        # The defaults run the model's schedule as it is: a run with a schedule part after the rate
+        # (-const, the rate held constant; -lrw<W>, a warm-up) is a variant, not them.
+        defaults = [r for r in runs.values() if re.fullmatch(r"a2sgd-layer-k200-hold-lr[0-9.e]+", r["config"])
                     and _config_lr(root, group, r["config"]) == A2SGD_DEFAULT_LR[optimizer]]
         if len(defaults) != 1:
             raise SystemExit(f"docs_blocks.py: {CONV}/{group}: expected one run of A2SGD's defaults "
@@ -414,6 +444,9 @@ def _readme_conv_rows(root):
         # A reference tuned to a constant rate (convergence_study.sh's -const) says so: the
         # defaults' plateau schedule is not what it ran.
         const = " held constant" if "-const" in ref["config"] else ""
+        warm = re.search(r"-lrw(\d+)", ref["config"])
+        if warm:  # the same for a warm-up (-lrw<W>), which the defaults do not have either
+            const += f", warmed up over {int(warm.group(1)):,} steps"
         d_cell = (f"{ref['steps_to_target']:,.0f} at its tuned rate {_lr(_config_lr(root, group, ref['config']))}{const}, "
                   f"final {ref['final_averaged']:.1f} after {_epochs(root, group, ref['config'])} epochs")
         rows.append((label.format(target=f"{target:.1f}"), a_cell, d_cell, anchor, group, a, ref))
@@ -833,6 +866,13 @@ PROJECTION_COMMAND = "`scripts/scaling_projection.sh`, then `scripts/scaling_rep
 def scaling_measured(root):
     return scaling_report.measured_table(os.path.join(root, CONV)) + [
         "", source_line(CONV, "`scripts/convergence_report.py`'s groups, per rank count")]
+
+
+@generator("scaling-drift", CONV)
+def scaling_drift(root):
+    return scaling_report.drift_table(os.path.join(root, CONV)) + [
+        "", source_line(CONV, "`scripts/scaling_report.py`'s drift table: per group the default run whose rate "
+                              "stayed uncut longest")]
 
 
 def _projection_block(gbit):

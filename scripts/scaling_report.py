@@ -151,9 +151,10 @@ def allreduce_lines(directory):
 
 def time_to_target(directory, convergence):
     """Measured steps to the target x modelled step time, for every LSTM group holding tuned dense
-    and A2SGD's defaults."""
+    and a run of A2SGD's default exchange (layer-wise means, an average every 200 steps) that
+    reached the target: the one that reached it first, whatever its rate or schedule (named)."""
     runs, links, ranks, compute_s = projection(directory)
-    lines = ["| group | link | dense: steps x ms = s | A2SGD defaults: steps x ms = s | A2SGD / dense, time (steps) |",
+    lines = ["| group | link | dense: steps x ms = s | A2SGD's default exchange: steps x ms = s | A2SGD / dense, time (steps) |",
              "|---|---|---|---|---|"]
     def order(group):  # the rank count as a number (p16 after p8), then the optimizer
         m = re.fullmatch(r"lstm_p(\d+)_(sgd|adam)", group)
@@ -215,6 +216,67 @@ def measured_table(convergence):
                 cells.append(f"{config}: {reach}, {100 * share:.2f}%" if share else f"{config}: {reach}")
             lines.append(f"| {'LSTM' if model == 'lstm' else 'MLP'}, {opt} | {p} | {dense}: "
                          f"{'-' if steps is None else f'{steps:,.0f}'} ({format(target, fmt)}) | {'; '.join(cells) or 'not run yet'} |")
+    return lines
+
+
+# A2SGD's default exchange on the language model (layer-wise means, an average every 200 steps,
+# zero-gradient entries held) at its default rate per optimizer, with the model's plateau schedule
+# or the rate held constant ("-const").
+LSTM_DEFAULT_RUN = re.compile(r"a2sgd-layer-k200-hold-lr(30|0\.003)(-const)?")
+
+
+def drift_rows(convergence):
+    """Per (optimizer, ranks): the language model's default A2SGD run whose rate stayed at its base
+    value longest (a schedule's cut shrinks every step, and with it the drift) and, over the
+    evaluations before any cut: their number, the last one's step, the replicas' mean and largest
+    divergence, replica 0's and the averaged model's perplexity at the last one, and the run's steps
+    to the group's target (x dense)."""
+    out = {}
+    for group in sorted(os.listdir(convergence)):
+        m = re.fullmatch(r"lstm_p(\d+)_(sgd|adam)", group)
+        if not m:
+            continue
+        folder = os.path.join(convergence, group)
+        target, _, rows = convergence_report.group_rows(folder, "lstm")
+        if target is None:
+            continue
+        best = None
+        for config, row in sorted(rows.items()):
+            if not LSTM_DEFAULT_RUN.fullmatch(config) or not row["finished"]:
+                continue
+            lr, base, evals = None, None, []
+            with open(os.path.join(folder, config + ".jsonl")) as f:
+                for line in f:
+                    r = json.loads(line)
+                    if r.get("event") == "train":
+                        lr = r["lr"]
+                        base = lr if base is None else base
+                    elif r.get("event") == "eval" and lr is not None and lr == base:
+                        evals.append(r)
+            if evals and (best is None or len(evals) > len(best[1])):
+                best = (row, evals)
+        if best is None:
+            continue
+        row, evals = best
+        divergence = [e["replica_divergence"] for e in evals]
+        out[(m.group(2), int(m.group(1)))] = dict(
+            config=row["config"], evals=len(evals), last_step=evals[-1]["step"],
+            mean_divergence=sum(divergence) / len(divergence), max_divergence=max(divergence),
+            replica=evals[-1]["valid_perplexity"], averaged=evals[-1]["valid_perplexity_averaged"],
+            steps_to_target=row["steps_to_target"], steps_vs_dense=row.get("steps_vs_dense"))
+    return out
+
+
+def drift_table(convergence):
+    lines = ["| optimizer | ranks | A2SGD run | evaluations before any rate cut (last step) | replica divergence "
+             "over them: mean, largest | valid. perplexity at the last: replica 0, averaged | steps to target "
+             "(x dense) |", "|---|---|---|---|---|---|---|"]
+    for (opt, p), d in sorted(drift_rows(convergence).items(), key=lambda kv: (kv[0][0] != "sgd", kv[0][1])):
+        reach = "not reached" if d["steps_to_target"] is None else (
+            f"{d['steps_to_target']:,.0f} ({d['steps_vs_dense']:.2f}x)")
+        lines.append(f"| {opt} | {p} | {d['config']} | {d['evals']} ({d['last_step']:,}) | "
+                     f"{d['mean_divergence']:.2f}, {d['max_divergence']:.2f} | {d['replica']:.1f}, "
+                     f"{d['averaged']:.1f} | {reach} |")
     return lines
 
 
@@ -370,6 +432,8 @@ def main():
         timed[int(n)] = folder
     runs, links, _, _ = projection(a.projection)
     print("\n".join(measured_table(a.convergence)))
+    print()
+    print("\n".join(drift_table(a.convergence)))
     for gbit, _ in links:
         print()
         print("\n".join(projection_table(a.projection, gbit)))

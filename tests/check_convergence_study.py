@@ -99,10 +99,21 @@ check(out.returncode == 0 and len(runs) == 5
       and option(runs[3], "--compressor") == "dense" and option(runs[4], "--a2sgd-average-every") == "200"
       and all(option(r, "--lr-schedule") is None for r in runs[:3]),
       f"-const: --lr-schedule constant on dense and a2sgd, absent otherwise (exit {out.returncode}: {runs[3:]})")
+
+out = study("--ranks", "2", "--optimizers", "adam", "--epochs", "3", "--configs",
+            "dense-lr0.002-lrw200 a2sgd-k200-w5-lrw200")
+runs = recorded()
+check(out.returncode == 0 and len(runs) == 7
+      and all(option(r, "--lr-warmup-steps") == "200" for r in runs[5:7])
+      and option(runs[5], "--compressor") == "dense" and option(runs[6], "--a2sgd-warmup-steps") == "5"
+      and all(option(r, "--lr-warmup-steps") is None for r in runs[:5]),
+      f"-lrw200: --lr-warmup-steps 200 on dense and a2sgd, apart from -w (the dense exchange's warm-up), absent "
+      f"otherwise (exit {out.returncode}: {runs[5:]})")
 calls_so_far = len(runs)
 
 for configs, what in (("a2sgd-bogus", "unknown part"), ("a2sgd-k0", "K = 0"), ("topk", "not dense or a2sgd"),
-                      ("dense-k100", "an A2SGD part on dense")):
+                      ("dense-k100", "an A2SGD part on dense"), ("a2sgd-lrw0", "a warm-up of 0 steps"),
+                      ("dense-lrwx", "a warm-up that is no number")):
     out = study("--ranks", "2", "--optimizers", "sgd", "--configs", configs)
     check(out.returncode == 2 and configs in out.stderr and len(recorded()) == calls_so_far,
           f"--configs {configs} ({what}): exit 2 naming it, nothing trained "
@@ -113,18 +124,19 @@ check(out.returncode == 2 and "momentum" in out.stderr, f"momentum with the LSTM
 out = study("--model", "mlp", "--ranks", "4", "--optimizers", "adam", "--configs",
             "a2sgd-k100-frozen-w20-lr0.0005 a2sgd-decoded")
 runs = recorded()
-check(out.returncode == 0 and len(runs) == 7, f"mlp adam: exit 0, two more runs (got {out.returncode}, {len(runs)})")
-if len(runs) == 7:
-    check(option(runs[6], "--a2sgd-moments") == "decoded" and option(runs[6], "--a2sgd-average-every") == "0",
-          f"a2sgd-decoded: the decoded moment scheme, no averaging: {runs[6]}")
-    r = runs[5]
+check(out.returncode == 0 and len(runs) == calls_so_far + 2,
+      f"mlp adam: exit 0, two more runs (got {out.returncode}, {len(runs) - calls_so_far})")
+if len(runs) == calls_so_far + 2:
+    check(option(runs[-1], "--a2sgd-moments") == "decoded" and option(runs[-1], "--a2sgd-average-every") == "0",
+          f"a2sgd-decoded: the decoded moment scheme, no averaging: {runs[-1]}")
+    r = runs[-2]
     check(option(r, "--model") == "mlp" and option(r, "--optimizer") == "adam" and option(r, "--lr") == "0.0005"
           and option(r, "--a2sgd-moments") == "frozen" and option(r, "--a2sgd-warmup-steps") == "20"
           and option(r, "--a2sgd-granularity") == "model" and option(r, "--steps") == "300",
           f"a2sgd-k100-frozen-w20-lr0.0005 with Adam on the MLP (3 epochs by default): {r}")
 
 out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "1", "--configs", "a2sgd-lr999 a2sgd-lr555 a2sgd-lr1")
-check(out.returncode == 5 and len(recorded()) == 10,
+check(out.returncode == 5 and len(recorded()) == calls_so_far + 5,
       f"a diverged run (3) does not stop the study, a failed one (5) is its exit code, the rest still run "
       f"(got {out.returncode}, {len(recorded())} runs)")
 

@@ -12,7 +12,9 @@ known inputs (docs/scaling.md):
 - the network table gives each method's measured step (its communication) / modelled step (compute,
   compression and update + the modelled communication) per node count, "not timed" where a node
   count lacks the run, dense / A2SGD of the measured steps, and refuses a run filed under a node
-  count other than its world size.
+  count other than its world size;
+- the drift table takes, per language-model group, A2SGD's default exchange's run whose rate stayed
+  uncut longest, and averages the replicas' divergence over the evaluations before the first cut.
 
 Usage: check_scaling.py SCRIPTS_DIR WORK_DIR
 """
@@ -129,6 +131,40 @@ dense2 = compute + 1e-3 + 6e-3
 a2sgd2 = compute + 0.2e-3 + 1e-4
 check(" x " in line and f"{200 * a2sgd2:.2f} |" in line,
       f"A2SGD reaches the target at step 200: 200 x its modelled step ({line})")
+# The drift table: per group the default run whose rate stayed uncut longest, and the replicas'
+# divergence over the evaluations before the first cut only.
+drift = os.path.join(work, "drift", "lstm_p4_adam")
+os.makedirs(drift)
+def drift_run(name, evals, lrs):
+    with open(os.path.join(drift, name + ".jsonl"), "w") as fh:
+        for (step, ppl, replica, div), lr in zip(evals, lrs):
+            fh.write(json.dumps(dict(event="train", step=step, lr=lr)) + "\n")
+            fh.write(json.dumps(dict(event="eval", step=step, valid_perplexity=replica,
+                                     valid_perplexity_averaged=ppl, replica_divergence=div)) + "\n")
+        fh.write(json.dumps(dict(event="summary", steps=evals[-1][0], bytes_per_step=5.0, step_time_s=0.1,
+                                 world_size=4, total_comm_bytes=5.0 * evals[-1][0],
+                                 dense_bytes_per_step=1000.0)) + "\n")
+drift_run("dense-lr0.003", [(100, 200.0, 200.0, 0.0), (200, 100.0, 100.0, 0.0)], [0.003, 0.003])
+# Cut after its second evaluation: two evaluations count, the cut ones (divergence 0.9) do not.
+drift_run("a2sgd-layer-k200-hold-lr0.003", [(100, 300.0, 310.0, 0.2), (200, 250.0, 260.0, 0.4),
+                                            (300, 240.0, 250.0, 0.9), (400, 230.0, 240.0, 0.9)],
+          [0.003, 0.003, 0.00075, 0.00075])
+drift_run("a2sgd-layer-k200-hold-lr0.003-const", [(100, 300.0, 320.0, 0.1), (200, 200.0, 230.0, 0.3),
+                                                  (300, 105.0, 140.0, 0.5)], [0.003] * 3)
+drift_run("a2sgd-layer-k110-hold-lr0.003", [(100, 300.0, 300.0, 0.0)] * 1 + [(200, 90.0, 90.0, 0.0),
+                                            (300, 80.0, 80.0, 0.0), (400, 70.0, 70.0, 0.0)], [0.003] * 4)
+rows = scaling_report.drift_rows(os.path.dirname(drift))
+d = rows.get(("adam", 4), {})
+check(d.get("config") == "a2sgd-layer-k200-hold-lr0.003-const" and d.get("evals") == 3 and d.get("last_step") == 300,
+      f"the drift row takes the default exchange's run with the most evaluations before a cut (K = 110 is not the "
+      f"default): {d}")
+check(abs(d.get("mean_divergence", 0) - 0.3) < 1e-12 and d.get("max_divergence") == 0.5
+      and d.get("replica") == 140.0 and d.get("averaged") == 105.0,
+      f"mean and largest divergence over its evaluations, replica and averaged perplexity at the last: {d}")
+check(d.get("steps_to_target") is not None and d.get("steps_vs_dense") and d["steps_vs_dense"] > 1.0,
+      f"its steps to the group's target (110) and the ratio to dense's: {d}")
+line = next((line for line in scaling_report.drift_table(os.path.dirname(drift)) if line.startswith("| adam | 4 |")), "")
+check("| 3 (300) | 0.30, 0.50 | 140.0, 105.0 |" in line, f"the drift table's row: {line}")
 # The network table on timed runs with known summaries: dense and A2SGD at 2 and 4 nodes, Top-K at 2.
 def timed(folder, name, ranks, step, comm, compute, modelled):
     os.makedirs(folder, exist_ok=True)

@@ -46,6 +46,11 @@ foreach(key test_accuracy test_accuracy_averaged bytes_per_step planned_bytes_pe
   endif()
   set(${key} ${CMAKE_MATCH_1})
 endforeach()
+# The schedule the run trained with: the MLP's (no warm-up unless --lr-warmup-steps is given).
+if(NOT summary MATCHES "\"lr_schedule\": \"(constant|step|cosine|plateau)\"" OR
+   NOT summary MATCHES "\"lr_warmup_steps\": 0[,}]")
+  message(FATAL_ERROR "summary lacks the schedule (lr_schedule, lr_warmup_steps 0): ${summary}")
+endif()
 if(test_accuracy LESS ${MIN_ACCURACY} OR test_accuracy_averaged LESS ${MIN_ACCURACY})
   message(FATAL_ERROR "${METHOD}: accuracy ${test_accuracy} (replica) / ${test_accuracy_averaged} (averaged) "
                       "below ${MIN_ACCURACY}")

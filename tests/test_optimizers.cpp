@@ -6,6 +6,7 @@
 #include <a2sgd/optim/Optimizer.hpp>
 
 #include <cmath>
+#include <limits>
 
 using namespace a2sgd;
 using namespace a2sgd::testing;
@@ -232,6 +233,32 @@ TEST_CASE("plateau schedule: the rate is divided each time the metric fails to i
   CHECK(flat(5) == constant.base_lr);
   c.plateau_divisor = 0.5;
   CHECK_THROWS_WITH(LrSchedule(c), A2SGD_CONTAINS("divisor 0.5"));
+}
+
+TEST_CASE("plateau schedule: no cut during the linear warm-up", "[optim][schedule]") {
+  LrScheduleConfig c;
+  c.kind = LrScheduleKind::plateau;
+  c.base_lr = 0.002;
+  c.warmup_steps = 200;
+  LrSchedule lr(c);
+  // base_lr * (s + 1) / W: two roundings of a double.
+  const double rel = 4 * std::numeric_limits<double>::epsilon();
+  CHECK_THAT(lr(99), WithinRel(0.001, rel));
+  lr.observe(6.60, 55);
+  lr.observe(6.59, 110);
+  lr.observe(6.61, 165);  // worse, but the rate is still rising: recorded, not acted on
+  CHECK_THAT(lr(199), WithinRel(0.002, rel));
+  CHECK(lr.factor() == 1.0);
+  CHECK(lr.best() == 6.59);
+  lr.observe(6.62, 200);  // the evaluation at the warm-up's last step still belongs to it
+  CHECK(lr.factor() == 1.0);
+  // After it the best seen during the warm-up is the reference.
+  lr.observe(6.595, 201);
+  CHECK(lr.factor() == 0.25);
+  CHECK_THAT(lr(300), WithinRel(0.0005, rel));
+  lr.observe(6.5, 300);
+  CHECK(lr.best() == 6.5);
+  CHECK(lr.factor() == 0.25);
 }
 
 TEST_CASE("global-norm clipping scales the gradient to the maximum norm, or leaves it", "[optim][clip]") {

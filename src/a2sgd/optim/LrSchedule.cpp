@@ -50,6 +50,7 @@ void LrScheduleConfig::validate() const {
 LrSchedule::LrSchedule(const LrScheduleConfig& config) {
   config.validate();
   if (config.kind == LrScheduleKind::plateau) m_divisor = config.plateau_divisor;
+  m_warmup = config.warmup_steps;
   m_fn = [c = config](std::uint64_t step) {
     if (step < c.warmup_steps) return c.base_lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
     const std::uint64_t s = step - c.warmup_steps;
@@ -80,10 +81,10 @@ double LrSchedule::operator()(std::uint64_t step) const {
   return lr;
 }
 
-void LrSchedule::observe(double metric) {
+void LrSchedule::observe(double metric, std::uint64_t steps_done) {
   if (metric < m_best)
     m_best = metric;
-  else
+  else if (steps_done > m_warmup)
     m_factor /= m_divisor;  // also for a non-finite metric: it is no improvement
 }
 

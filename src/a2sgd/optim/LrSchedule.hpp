@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -45,9 +46,12 @@ class LrSchedule {
 
   double operator()(std::uint64_t step) const;
 
-  /// Reports an evaluation metric (lower is better, e.g. the validation loss). A plateau schedule
-  /// divides its rate when the metric is not below the best seen; the other kinds ignore it.
-  void observe(double metric);
+  /// Reports an evaluation metric (lower is better, e.g. the validation loss) taken after
+  /// `steps_done` steps. A plateau schedule divides its rate when the metric is not below the best
+  /// seen, but not during the linear warm-up (steps_done <= warmup_steps): there the rising rate,
+  /// not a plateau, decides the metric, and an evaluation only records the best. The other kinds
+  /// ignore the metric.
+  void observe(double metric, std::uint64_t steps_done = std::numeric_limits<std::uint64_t>::max());
   /// The plateau state (factor applied to the rate, best metric so far), for checkpoints.
   double factor() const noexcept { return m_factor; }
   double best() const noexcept { return m_best; }
@@ -57,6 +61,7 @@ class LrSchedule {
  private:
   std::function<double(std::uint64_t)> m_fn;
   double m_divisor = 1.0;  // 1: observe() changes nothing
+  std::uint64_t m_warmup = 0;
   double m_factor = 1.0;
   double m_best = HUGE_VAL;
 };

@@ -316,7 +316,8 @@ EvalResult Trainer::evaluate(bool averaged_ready) {
                                " loss is not finite (the parameters diverged)",
                            -1);
   // A plateau schedule decides on the first split's averaged model (the same on every rank).
-  if (!m_config.eval_only && !r.splits.empty()) m_schedule->observe(r.splits.front().loss_averaged);
+  if (!m_config.eval_only && !r.splits.empty())
+    m_schedule->observe(r.splits.front().loss_averaged, m_exchange->steps());
   return r;
 }
 
@@ -422,6 +423,8 @@ void Trainer::write_summary(std::uint64_t done) {
       .add("compressor", m_exchange->name())
       .add("optimizer", to_string(m_config.optimizer.kind))
       .add("lr", m_config.lr.base_lr)
+      .add("lr_schedule", to_string(m_config.lr.kind))
+      .add("lr_warmup_steps", static_cast<std::int64_t>(m_config.lr.warmup_steps))
       .add("world_size", m_comm.size())
       .add("num_params", static_cast<std::int64_t>(m_store.size()))
       .add("batch_size", static_cast<std::int64_t>(m_data.batch_size()))
