@@ -157,7 +157,8 @@ def paper_p4_screens(root):
         path = os.path.join(base, name, "a2sgd_adam.jsonl")
         if os.path.isfile(path):
             evals, _, warnings, _ = paper_report.load_run(path)
-            runs[name] = (evals, {"lr_warmup_steps": _warmup_steps(path), **_run_summary(path)}, warnings)
+            summary = _run_summary(path)
+            runs[name] = (evals, {"lr_warmup_steps": _warmup_steps(path, summary), **summary}, warnings)
     if "defaults" not in runs:
         raise SystemExit(f"docs_blocks.py: {SCREENS} has no run 'defaults' to compare the others with")
     dense = paper_report.load_run(os.path.join(root, "docs/results/paper-p4/dense_adam.jsonl"))[0]
@@ -349,18 +350,17 @@ def _summary(root, models, command):
     return lines + ["", source_line(CONV, command)]
 
 
-def _warmup_steps(path):
-    """The rate's linear warm-up of a2sgd-train's metrics file PATH: its summary's lr_warmup_steps, or
-    for a run written before the summary had it, W from the first train record, whose rate is
-    base * step / W while step < W (the same base rate where there is no warm-up)."""
-    summary = paper_report.load_run(path)[1] or {}
+def _warmup_steps(path, summary):
+    """The rate's linear warm-up of a2sgd-train's metrics file PATH with its SUMMARY: the summary's
+    lr_warmup_steps, or for a run written before the summary had it, W from the first train record,
+    whose rate is base * step / W while step < W (the same base rate where there is no warm-up)."""
     if "lr_warmup_steps" in summary:
         return summary["lr_warmup_steps"]
     with open(path) as f:
         for line in f:
             r = json.loads(line)
             if r.get("event") == "train":
-                return 0 if r["lr"] >= summary.get("lr", r["lr"]) else round(summary["lr"] * r["step"] / r["lr"])
+                return 0 if r["lr"] >= summary["lr"] else round(summary["lr"] * r["step"] / r["lr"])
     return 0
 
 
