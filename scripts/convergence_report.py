@@ -46,6 +46,23 @@ def steps_to_accuracy(evals, key, target):
     return None
 
 
+# A2SGD's defaults on the language model (a2sgd-train's, docs/algorithm.md) as convergence_study.sh
+# names them: layer-wise means, an average every 200 steps, zero-gradient entries held, lr 30 with
+# SGD, and with Adam lr 0.003 warmed up over the first 200 steps. LSTM_DEFAULTS_BEFORE_WARMUP: the
+# Adam defaults of the runs made before the warm-up became the default.
+LSTM_DEFAULTS = {"sgd": "a2sgd-layer-k200-hold-lr30", "adam": "a2sgd-layer-k200-hold-lr0.003-lrw200"}
+LSTM_DEFAULTS_BEFORE_WARMUP = {"adam": "a2sgd-layer-k200-hold-lr0.003"}
+
+
+def lstm_default_run(configs, optimizer):
+    """The run of A2SGD's defaults among CONFIGS (names) of a language-model group with OPTIMIZER, and
+    whether it is one from before the warm-up became the default; (None, False) where none is."""
+    if LSTM_DEFAULTS[optimizer] in configs:
+        return LSTM_DEFAULTS[optimizer], False
+    before = LSTM_DEFAULTS_BEFORE_WARMUP.get(optimizer)
+    return (before, True) if before in configs else (None, False)
+
+
 # Per model: the metric scored, whether lower is better, and how the target derives from dense's final.
 MODELS = {
     "lstm": dict(key="valid_perplexity", lower=True, target=lambda d: 1.1 * d, rule="dense's final x 1.1",

@@ -34,7 +34,9 @@
 #                        -const       --lr-schedule constant (no plateau cuts; the model's schedule
 #                                     otherwise)
 #                        -lrw<W>      --lr-warmup-steps W (the rate rises linearly over the first W
-#                                     steps)
+#                                     steps; without it every run states --lr-warmup-steps 0, so
+#                                     that a name means the same whatever the model's default:
+#                                     A2SGD's defaults with Adam are a2sgd-layer-k200-hold-lr0.003-lrw200)
 #   --force            run again even where a finished run's metrics exist (default: skip them, so
 #                      that an interrupted study continues where it stopped)
 #   --no-report        only train
@@ -110,23 +112,24 @@ config_options() {
   local name=$1 part
   if [[ $name == dense || $name == dense-* ]]; then
     local -a d=(--compressor dense)
+    local lrw=0
     local IFS=-
     for part in ${name#dense}; do
       case "$part" in
         "") ;;
         lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; d+=(--lr "${part#lr}") ;;
-        lrw[1-9]*) [[ ${part#lrw} =~ ^[0-9]+$ ]] || return 1; d+=(--lr-warmup-steps "${part#lrw}") ;;
+        lrw[1-9]*) [[ ${part#lrw} =~ ^[0-9]+$ ]] || return 1; lrw=${part#lrw} ;;
         clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; d+=(--clip "${part#clip}") ;;
         const) d+=(--lr-schedule constant) ;;
         *) return 1 ;;
       esac
     done
     IFS=' '
-    echo "${d[*]}"
+    echo "${d[*]} --lr-warmup-steps $lrw"
     return 0
   fi
   [[ $name == a2sgd || $name == a2sgd-* ]] || return 1
-  local granularity=model every=0 residual=local averaging=mean zeros=move warmup=0 moments=local state=keep
+  local granularity=model every=0 residual=local averaging=mean zeros=move warmup=0 moments=local state=keep lrw=0
   local -a o=(--compressor a2sgd)
   local IFS=-
   for part in ${name#a2sgd}; do
@@ -142,7 +145,7 @@ config_options() {
       mreset) state=reset ;;
       k[1-9]*) [[ ${part#k} =~ ^[0-9]+$ ]] || return 1; every=${part#k} ;;
       w[1-9]*) [[ ${part#w} =~ ^[0-9]+$ ]] || return 1; warmup=${part#w} ;;
-      lrw[1-9]*) [[ ${part#lrw} =~ ^[0-9]+$ ]] || return 1; o+=(--lr-warmup-steps "${part#lrw}") ;;
+      lrw[1-9]*) [[ ${part#lrw} =~ ^[0-9]+$ ]] || return 1; lrw=${part#lrw} ;;
       lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; o+=(--lr "${part#lr}") ;;
       clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; o+=(--clip "${part#clip}") ;;
       const) o+=(--lr-schedule constant) ;;
@@ -152,7 +155,7 @@ config_options() {
   IFS=' '
   # Stated only when it is not the default, so that earlier runs' command lines stay as they were.
   [[ $state == keep ]] || o+=(--a2sgd-state-at-average "$state")
-  echo "${o[*]} --a2sgd-granularity $granularity --a2sgd-average-every $every --a2sgd-residual $residual" \
+  echo "${o[*]} --lr-warmup-steps $lrw --a2sgd-granularity $granularity --a2sgd-average-every $every --a2sgd-residual $residual" \
     "--a2sgd-averaging $averaging --a2sgd-zero-gradient $zeros --a2sgd-warmup-steps $warmup --a2sgd-moments $moments"
 }
 

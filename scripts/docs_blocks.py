@@ -384,9 +384,6 @@ def _read_ini(path):
 
 
 # ---- the README's opening table: its figures, each from the block that has it in full ----
-# a2sgd-train's default learning rates for A2SGD on the language model (docs/algorithm.md): the
-# convergence run at these rates is "the defaults" row; other rates of a group are variants.
-A2SGD_DEFAULT_LR = {"sgd": 30.0, "adam": 0.003}
 # group, row label, the section of docs/convergence.md the row links
 README_CONV = (("lstm_p2_sgd", "LSTM on Penn Treebank, 2 ranks, SGD: steps to tuned dense's final validation "
                 "perplexity x 1.1 ({target})", "against-tuned-dense-the-runs-in-the-results-tree"),
@@ -428,24 +425,26 @@ def _readme_conv_rows(root):
             raise SystemExit(f"docs_blocks.py: {CONV}/{group} holds no finished dense run")
         _, ranks, optimizer, target, runs = groups[group]
         ref = next(r for r in runs.values() if r["reference"])
-        # The defaults run the model's schedule as it is: a run with a schedule part after the rate
-        # (-const, the rate held constant; -lrw<W>, a warm-up) is a variant, not them.
-        defaults = [r for r in runs.values() if re.fullmatch(r"a2sgd-layer-k200-hold-lr[0-9.e]+", r["config"])
-                    and _config_lr(root, group, r["config"]) == A2SGD_DEFAULT_LR[optimizer]]
-        if len(defaults) != 1:
-            raise SystemExit(f"docs_blocks.py: {CONV}/{group}: expected one run of A2SGD's defaults "
-                             f"(layer, k200, hold, lr {_lr(A2SGD_DEFAULT_LR[optimizer])}), found {len(defaults)}")
-        a = defaults[0]
-        lr_note = f"; lr {_lr(A2SGD_DEFAULT_LR[optimizer])}" if group in ("lstm_p2_sgd", "lstm_p2_adam") else ""
+        # The defaults as they are (convergence_report.LSTM_DEFAULTS); a group not yet rerun since the
+        # warm-up became Adam's default shows its run of the defaults before, and says so.
+        name, before = convergence_report.lstm_default_run(runs, optimizer)
+        if name is None:
+            raise SystemExit(f"docs_blocks.py: {CONV}/{group}: no run of A2SGD's defaults "
+                             f"({convergence_report.LSTM_DEFAULTS[optimizer]})")
+        a = runs[name]
+        lr_note = f"; lr {_lr(_config_lr(root, group, name))}" if group in ("lstm_p2_sgd", "lstm_p2_adam") else ""
+        what = "the defaults as they were before the warm-up" if before else "the defaults"
         reach = ("not reached" if a["steps_to_target"] is None else
-                 f"{a['steps_to_target']:,.0f} with the defaults ({a['steps_vs_dense']:.2f}x{lr_note})")
+                 f"{a['steps_to_target']:,.0f} with {what} ({a['steps_vs_dense']:.2f}x{lr_note})")
+        if before and a["steps_to_target"] is None:
+            reach += f" with {what}"
         a_cell = (f"{reach}, final {a['final_averaged']:.1f} after {_epochs(root, group, a['config'])} epochs, at "
                   f"{100 * a['traffic_vs_dense']:.2f}% of dense's bytes")
         # A reference tuned to a constant rate (convergence_study.sh's -const) says so: the
         # defaults' plateau schedule is not what it ran.
         const = " held constant" if "-const" in ref["config"] else ""
         warm = re.search(r"-lrw(\d+)", ref["config"])
-        if warm:  # the same for a warm-up (-lrw<W>), which the defaults do not have either
+        if warm:  # the same for a warm-up (-lrw<W>)
             const += f", warmed up over {int(warm.group(1)):,} steps"
         d_cell = (f"{ref['steps_to_target']:,.0f} at its tuned rate {_lr(_config_lr(root, group, ref['config']))}{const}, "
                   f"final {ref['final_averaged']:.1f} after {_epochs(root, group, ref['config'])} epochs")
@@ -723,6 +722,7 @@ NETWORK_BLOCKS = {"network-lstm-p2": ("docs/results/paper", "docs/results/paper/
                   "network-lstm-p4": ("docs/results/paper-p4", "docs/results/paper-p4/network-250mbit-p4-ring")}
 # At 8 nodes the steps to the target come from the 8-rank convergence study (tuned dense and A2SGD's
 # defaults, docs/convergence.md), whose runs are named by configuration: network_report.py --full-run.
+# With Adam every method's run is one without the rate's warm-up (the baselines' runs predate it).
 P8_FULL_RUNS = {"dense_sgd": "lstm_p8_sgd/dense-lr40.jsonl",
                 "a2sgd_sgd": "lstm_p8_sgd/a2sgd-layer-k200-hold-lr30.jsonl",
                 "dense_adam": "lstm_p8_adam/dense-lr0.002.jsonl",

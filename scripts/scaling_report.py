@@ -219,16 +219,17 @@ def measured_table(convergence):
     return lines
 
 
-# A2SGD's default exchange on the language model (layer-wise means, an average every 200 steps,
-# zero-gradient entries held) at its default rate per optimizer, with the model's plateau schedule
-# or the rate held constant ("-const").
-LSTM_DEFAULT_RUN = re.compile(r"a2sgd-layer-k200-hold-lr(30|0\.003)(-const)?")
+# A2SGD's defaults on the language model (convergence_report.LSTM_DEFAULTS, and those of before the
+# warm-up), with the model's plateau schedule or the rate held constant ("-const").
+LSTM_DEFAULT_RUN = re.compile("(" + "|".join(re.escape(n) for n in (
+    *convergence_report.LSTM_DEFAULTS.values(), *convergence_report.LSTM_DEFAULTS_BEFORE_WARMUP.values())) +
+    ")(-const)?")
 
 
 def drift_rows(convergence):
-    """Per (optimizer, ranks): the language model's default A2SGD run whose rate stayed at its base
-    value longest (a schedule's cut shrinks every step, and with it the drift) and, over the
-    evaluations before any cut: their number, the last one's step, the replicas' mean and largest
+    """Per (optimizer, ranks): the language model's default A2SGD run whose rate went uncut longest
+    (a schedule's cut shrinks every step, and with it the drift; a warm-up's rising rate is no cut)
+    and, over the evaluations before any cut: their number, the last one's step, the replicas' mean and largest
     divergence, replica 0's and the averaged model's perplexity at the last one, and the run's steps
     to the group's target (x dense)."""
     out = {}
@@ -244,14 +245,15 @@ def drift_rows(convergence):
         for config, row in sorted(rows.items()):
             if not LSTM_DEFAULT_RUN.fullmatch(config) or not row["finished"]:
                 continue
-            lr, base, evals = None, None, []
+            lr, peak, cut, evals = None, None, False, []
             with open(os.path.join(folder, config + ".jsonl")) as f:
                 for line in f:
                     r = json.loads(line)
                     if r.get("event") == "train":
                         lr = r["lr"]
-                        base = lr if base is None else base
-                    elif r.get("event") == "eval" and lr is not None and lr == base:
+                        cut = cut or (peak is not None and lr < peak)
+                        peak = lr if peak is None else max(peak, lr)
+                    elif r.get("event") == "eval" and lr is not None and not cut:
                         evals.append(r)
             if evals and (best is None or len(evals) > len(best[1])):
                 best = (row, evals)

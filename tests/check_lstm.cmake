@@ -96,21 +96,37 @@ if(MODE STREQUAL "learn")
     message(STATUS "${method}: trains the LSTM (valid perplexity ${valid} after 4 steps)")
   endforeach()
   # Without --lr each method and optimizer gets its own rate: SGD the recipe's 20 and A2SGD 30 (its
-  # measured better rate), Adam 0.002 and 0.003 (20 would make it diverge); each run trains.
-  foreach(case "dense;sgd;20" "a2sgd;sgd;30" "dense;adam;0.002" "a2sgd;adam;0.003")
+  # measured better rate), Adam 0.002 and 0.003 (20 would make it diverge), and with Adam every
+  # method a warm-up of the rate over 200 steps; each run trains.
+  foreach(case "dense;sgd;20;0" "a2sgd;sgd;30;0" "dense;adam;0.002;200" "a2sgd;adam;0.003;200")
     list(GET case 0 method)
     list(GET case 1 optimizer)
     list(GET case 2 rate)
+    list(GET case 3 warmup)
     set(out ${work}/default_lr_${method}_${optimizer})
     train(2 0 ${tiny} --compressor ${method} --optimizer ${optimizer} --output-dir ${out})
     file(READ ${out}/config.ini ini)
     last_value(${out}/metrics.jsonl summary valid_perplexity_averaged valid)
-    if(NOT ini MATCHES "\nlr = ${rate}\n" OR valid STREQUAL "" OR NOT valid LESS 20000)
-      message(FATAL_ERROR "${method}, --optimizer ${optimizer} without --lr: expected lr ${rate}; validation "
-                          "perplexity '${valid}', config:\n${ini}")
+    last_value(${out}/metrics.jsonl summary lr_warmup_steps summary_warmup)
+    if(NOT ini MATCHES "\nlr = ${rate}\n" OR NOT ini MATCHES "\nlr-warmup-steps = ${warmup}\n"
+       OR NOT summary_warmup STREQUAL "${warmup}" OR valid STREQUAL "" OR NOT valid LESS 20000)
+      message(FATAL_ERROR "${method}, --optimizer ${optimizer} without --lr: expected lr ${rate} warmed up over "
+                          "${warmup} steps (summary: '${summary_warmup}'); validation perplexity '${valid}', "
+                          "config:\n${ini}")
     endif()
-    message(STATUS "${method}, --optimizer ${optimizer} without --lr: lr ${rate}, valid perplexity ${valid} after 4 steps")
+    message(STATUS "${method}, --optimizer ${optimizer} without --lr: lr ${rate}, warm-up ${warmup}, valid perplexity ${valid} after 4 steps")
   endforeach()
+  # A warm-up given, 0 included, wins over the model's default, also from a config file.
+  train(2 0 ${tiny} --compressor a2sgd --optimizer adam --lr-warmup-steps 0 --output-dir ${work}/no_warmup)
+  file(READ ${work}/no_warmup/config.ini ini)
+  if(NOT ini MATCHES "\nlr-warmup-steps = 0\n")
+    message(FATAL_ERROR "--lr-warmup-steps 0 with adam: config:\n${ini}")
+  endif()
+  train(2 0 ${tiny} --config ${work}/no_warmup/config.ini --metrics ${work}/no_warmup_again.jsonl)
+  last_value(${work}/no_warmup_again.jsonl summary lr_warmup_steps again)
+  if(NOT again STREQUAL "0")
+    message(FATAL_ERROR "--config with lr-warmup-steps = 0 and adam: the run warmed up over '${again}' steps")
+  endif()
 elseif(MODE STREQUAL "resume")
   set(args ${small} --compressor a2sgd --dropout 0.2 --tie-weights --log-every 10 --eval-every 40
            --checkpoint-every 20)

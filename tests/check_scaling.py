@@ -165,6 +165,15 @@ check(d.get("steps_to_target") is not None and d.get("steps_vs_dense") and d["st
       f"its steps to the group's target (110) and the ratio to dense's: {d}")
 line = next((line for line in scaling_report.drift_table(os.path.dirname(drift)) if line.startswith("| adam | 4 |")), "")
 check("| 3 (300) | 0.30, 0.50 | 140.0, 105.0 |" in line, f"the drift table's row: {line}")
+# Adam's defaults since the warm-up (-lrw200): the rising rate is no cut, the first fall is.
+drift_run("a2sgd-layer-k200-hold-lr0.003-lrw200", [(100, 300.0, 320.0, 0.1), (200, 200.0, 230.0, 0.2),
+                                                   (300, 150.0, 160.0, 0.3), (400, 104.0, 120.0, 0.6),
+                                                   (500, 100.0, 110.0, 0.9)],
+          [0.0015, 0.003, 0.003, 0.003, 0.00075])
+d = scaling_report.drift_rows(os.path.dirname(drift)).get(("adam", 4), {})
+check(d.get("config") == "a2sgd-layer-k200-hold-lr0.003-lrw200" and d.get("evals") == 4 and d.get("last_step") == 400
+      and d.get("max_divergence") == 0.6,
+      f"a warm-up's evaluations count, those after the first fall of the rate do not: {d}")
 # The network table on timed runs with known summaries: dense and A2SGD at 2 and 4 nodes, Top-K at 2.
 def timed(folder, name, ranks, step, comm, compute, modelled):
     os.makedirs(folder, exist_ok=True)

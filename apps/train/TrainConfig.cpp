@@ -105,7 +105,9 @@ po::options_description training_options(Raw& r) {
                                                  po::value(&r.plateau_divisor)->default_value(r.plateau_divisor),
                                                  "plateau schedule: divisor of the learning rate")(
       "clip", po::value(&r.clip), "clip each rank's gradient to this global L2 norm (default: lstm 0.25, mlp off)")(
-      "lr-warmup-steps", po::value(&r.lr_warmup)->default_value(r.lr_warmup), "linear learning-rate warm-up steps")(
+      "lr-warmup-steps", po::value(&r.lr_warmup),
+      "steps over which the learning rate rises linearly to --lr (default: lstm with adam 200, A2SGD's first "
+      "averaging period, for every method; 0 otherwise)")(
       "lr-step-size", po::value(&r.lr_step_size)->default_value(r.lr_step_size), "step schedule: steps between decays")(
       "lr-gamma", po::value(&r.gamma)->default_value(r.gamma), "step schedule: decay factor")(
       "lr-min", po::value(&r.lr_min)->default_value(r.lr_min), "cosine schedule: final learning rate")(
@@ -350,7 +352,9 @@ void apply_optimizer(const po::variables_map& vm, const Raw& r, TrainConfig& c) 
   if (r.lr < 0 && vm.count("lr")) require(false, "lr", r.lr, "must be positive");
   c.lr.base_lr = vm.count("lr") ? r.lr : d.lr(r.compressor, c.optimizer.kind);
   c.lr.kind = parse_lr_schedule_kind(r.schedule);
-  c.lr.warmup_steps = static_cast<std::uint64_t>(r.lr_warmup);
+  c.lr.warmup_steps = vm.count("lr-warmup-steps") ? static_cast<std::uint64_t>(r.lr_warmup)
+                      : d.lr_warmup_steps      ? d.lr_warmup_steps(r.compressor, c.optimizer.kind)
+                                               : 0;
   c.lr.step_size = static_cast<std::uint64_t>(r.lr_step_size);
   c.lr.gamma = r.gamma;
   c.lr.min_lr = r.lr_min;

@@ -97,9 +97,11 @@ void banner(const train::TrainConfig& c, const Communicator& comm, const train::
   if (comm.rank() != 0 || c.quiet) return;
   std::printf("a2sgd-train: %s on %s (%s), %lld parameters, %d ranks\n", pb.model->describe().c_str(),
               c.dataset.c_str(), pb.sizes.c_str(), static_cast<long long>(store.size()), comm.size());
-  std::printf("  exchange %s, optimizer %s, lr %g (%s), batch %lld per rank, %llu steps (%llu per epoch)\n",
+  const std::string warmup =
+      c.lr.warmup_steps ? ", warmed up over " + std::to_string(c.lr.warmup_steps) + " steps" : std::string();
+  std::printf("  exchange %s, optimizer %s, lr %g (%s%s), batch %lld per rank, %llu steps (%llu per epoch)\n",
               c.exchange.method.c_str(), to_string(c.optimizer.kind).c_str(), c.lr.base_lr,
-              to_string(c.lr.kind).c_str(), static_cast<long long>(c.batch_size),
+              to_string(c.lr.kind).c_str(), warmup.c_str(), static_cast<long long>(c.batch_size),
               static_cast<unsigned long long>(total_steps), static_cast<unsigned long long>(steps_per_epoch));
   std::fflush(stdout);
 }

@@ -25,6 +25,7 @@
 #include <a2sgd/optim/Optimizer.hpp>
 #include <a2sgd/train/DataSource.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,6 +61,8 @@ struct TrainingDefaults {
   /// The optimizer for an exchange method, and its learning rate.
   std::function<OptimizerKind(const std::string& method)> optimizer;
   std::function<double(const std::string& method, OptimizerKind kind)> lr;
+  /// The learning rate's linear warm-up in steps for an exchange method and optimizer (empty: none).
+  std::function<std::uint64_t(const std::string& method, OptimizerKind kind)> lr_warmup_steps;
   /// Exchange options by method (method -> option -> value) that make the methods train this
   /// model well (docs/convergence.md for A2SGD's).
   std::map<std::string, std::map<std::string, std::string>> exchange_options;
