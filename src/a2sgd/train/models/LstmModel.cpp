@@ -73,9 +73,9 @@ A2SGD_REGISTER_MODEL(lstm) {
   };
   // With Adam every method's rate rises linearly over the first 200 steps (A2SGD's first averaging
   // period): A2SGD's replicas drift apart fastest while Adam's second moments are still small, and
-  // the warm-up took its steps to tuned dense's target from 1.59x to 1.44x at 4 ranks and from
-  // none in 1,485 steps to 1.39x at 8 (dense warmed up too: it gains as well, so every method gets
-  // it; docs/convergence.md). SGD's recipe has no warm-up.
+  // the warm-up took its steps to tuned dense's target from 1.25x to 1.19x at 2 ranks, from 1.59x
+  // to 1.47x at 4 and from none in 1,485 steps to 1.39x at 8 (dense warmed up too: it gains as
+  // well, so every method gets it; docs/results.md, docs/convergence.md). SGD's recipe has none.
   k.defaults.lr_warmup_steps = [](const std::string&, OptimizerKind kind) -> std::uint64_t {
     return kind == OptimizerKind::adam ? 200 : 0;
   };
