@@ -533,7 +533,7 @@ def readme_headline(root):
     adam8 = reached(a8, "a2sgd", "A2SGD").replace("A2SGD ", "")
     lines.append("| the same across 8 emulated nodes (ring collectives): dense's and A2SGD's steps from the 8-rank "
                  f"convergence study, the baselines' at the 8-rank sweep's rates | SGD {t(s8, 'a2sgd')} "
-                 f"({baselines8(s8)}); Adam {adam8} ({baselines8(a8)}). Step {step(s8, 'a2sgd')} | SGD {t(s8, 'dense')}"
+                 f"({baselines8(s8)}); Adam, every run without the rate's warm-up: {adam8} ({baselines8(a8)}). Step {step(s8, 'a2sgd')} | SGD {t(s8, 'dense')}"
                  + (f": {ratio8:.1f}x slower" if ratio8 else "") + f"; Adam {t(a8, 'dense')}; step {step(s8, 'dense')} "
                  "| [docs/network.md](docs/network.md#time-per-step-at-8-nodes-250-mbits-and-the-time-to-the-target-where-the-data-allows-it) |")
     # The MLP across emulated nodes (network.md's network-mlp-p<P>-<rate> blocks), at a2sgd-train's defaults.
