@@ -37,6 +37,13 @@
 #                                     steps; without it every run states --lr-warmup-steps 0, so
 #                                     that a name means the same whatever the model's default:
 #                                     A2SGD's defaults with Adam are a2sgd-layer-k200-hold-lr0.003-lrw200)
+#                        -diloco      --outer-optimizer nesterov --outer-lr 0.7 --outer-momentum 0.9
+#                                     (DiLoCo's outer step at each average; needs -k<K>)
+#                        -olr<X>      --outer-lr X, -om<X> --outer-momentum X (with -diloco)
+#                      or local (local SGD: no exchange between averages) with -k<K> (default: lstm
+#                      200, mlp 100), -w<W> (--local-warmup-steps W: post-local SGD), -diloco,
+#                      -olr<X>, -om<X>, -lr<X>, -lrw<W>, -clip<X>, -const;
+#                      any name may end in -s<N>: --seed N (seed 1 otherwise; dense-s2, a2sgd-s3)
 #   --force            run again even where a finished run's metrics exist (default: skip them, so
 #                      that an interrupted study continues where it stopped)
 #   --no-report        only train
@@ -108,55 +115,72 @@ optimizer_options() {
 
 # The exchange options of a configuration name (see --help); fails on an unknown part. Every A2SGD
 # option is stated, so that a run means the same whatever a2sgd-train's defaults are.
+# The parts every method's name may hold (see --help); sets the caller's run (an array of options),
+# lrw, every, warmup, outer, olr and om. Fails on a part that is none of them.
+shared_part() {
+  local part=$1
+  case "$part" in
+    "") ;;
+    k[1-9]*) [[ ${part#k} =~ ^[0-9]+$ ]] || return 1; every=${part#k} ;;
+    w[1-9]*) [[ ${part#w} =~ ^[0-9]+$ ]] || return 1; warmup=${part#w} ;;
+    diloco) outer=nesterov olr=0.7 om=0.9 ;;
+    olr[0-9]*) [[ ${part#olr} =~ ^[0-9.e]+$ ]] || return 1; olr=${part#olr} ;;
+    om[0-9]*) [[ ${part#om} =~ ^[0-9.e]+$ ]] || return 1; om=${part#om} ;;
+    lrw[1-9]*) [[ ${part#lrw} =~ ^[0-9]+$ ]] || return 1; lrw=${part#lrw} ;;
+    lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; run+=(--lr "${part#lr}") ;;
+    clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; run+=(--clip "${part#clip}") ;;
+    const) run+=(--lr-schedule constant) ;;
+    *) return 1 ;;
+  esac
+}
+
 config_options() {
-  local name=$1 part
-  if [[ $name == dense || $name == dense-* ]]; then
-    local -a d=(--compressor dense)
-    local lrw=0
-    local IFS=-
-    for part in ${name#dense}; do
-      case "$part" in
-        "") ;;
-        lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; d+=(--lr "${part#lr}") ;;
-        lrw[1-9]*) [[ ${part#lrw} =~ ^[0-9]+$ ]] || return 1; lrw=${part#lrw} ;;
-        clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; d+=(--clip "${part#clip}") ;;
-        const) d+=(--lr-schedule constant) ;;
-        *) return 1 ;;
-      esac
-    done
-    IFS=' '
-    echo "${d[*]} --lr-warmup-steps $lrw"
-    return 0
+  local name=$1 part seed=
+  # The seed part, any configuration's last.
+  if [[ $name =~ ^(.+)-s([1-9][0-9]*)$ ]]; then
+    name=${BASH_REMATCH[1]} seed=${BASH_REMATCH[2]}
+    config_options "$name" | sed "s/\$/ --seed $seed/"
+    return "${PIPESTATUS[0]}"
   fi
-  [[ $name == a2sgd || $name == a2sgd-* ]] || return 1
-  local granularity=model every=0 residual=local averaging=mean zeros=move warmup=0 moments=local state=keep lrw=0
-  local -a o=(--compressor a2sgd)
+  local method=${name%%-*}
+  [[ $method =~ ^(dense|a2sgd|local)$ ]] || return 1
+  local every=0 warmup=0 lrw=0 outer=average olr=1 om=0
+  local granularity=model residual=local averaging=mean zeros=move moments=local state=keep
+  [[ $method == local ]] && case "$model" in lstm) every=200 ;; *) every=100 ;; esac
+  local -a run=(--compressor "$method")
   local IFS=-
-  for part in ${name#a2sgd}; do
-    case "$part" in
-      "") ;;
-      layer) granularity=layer ;;
-      global) residual=global ;;
-      weighted) averaging=weighted ;;
-      hold) zeros=hold ;;
-      frozen) moments=frozen ;;
-      decoded) moments=decoded ;;
-      mavg) state=average ;;
-      mreset) state=reset ;;
-      k[1-9]*) [[ ${part#k} =~ ^[0-9]+$ ]] || return 1; every=${part#k} ;;
-      w[1-9]*) [[ ${part#w} =~ ^[0-9]+$ ]] || return 1; warmup=${part#w} ;;
-      lrw[1-9]*) [[ ${part#lrw} =~ ^[0-9]+$ ]] || return 1; lrw=${part#lrw} ;;
-      lr[0-9]*) [[ ${part#lr} =~ ^[0-9.e]+$ ]] || return 1; o+=(--lr "${part#lr}") ;;
-      clip[0-9]*) [[ ${part#clip} =~ ^[0-9.e]+$ ]] || return 1; o+=(--clip "${part#clip}") ;;
-      const) o+=(--lr-schedule constant) ;;
-      *) return 1 ;;
-    esac
+  for part in ${name#"$method"}; do
+    if [[ $method == a2sgd ]]; then
+      case "$part" in
+        layer) granularity=layer; continue ;;
+        global) residual=global; continue ;;
+        weighted) averaging=weighted; continue ;;
+        hold) zeros=hold; continue ;;
+        frozen) moments=frozen; continue ;;
+        decoded) moments=decoded; continue ;;
+        mavg) state=average; continue ;;
+        mreset) state=reset; continue ;;
+      esac
+    fi
+    shared_part "$part" || return 1
   done
   IFS=' '
-  # Stated only when it is not the default, so that earlier runs' command lines stay as they were.
-  [[ $state == keep ]] || o+=(--a2sgd-state-at-average "$state")
-  echo "${o[*]} --lr-warmup-steps $lrw --a2sgd-granularity $granularity --a2sgd-average-every $every --a2sgd-residual $residual" \
-    "--a2sgd-averaging $averaging --a2sgd-zero-gradient $zeros --a2sgd-warmup-steps $warmup --a2sgd-moments $moments"
+  case "$method" in
+    dense)
+      # Dense takes no period, warm-up or outer step.
+      [[ $every == 0 && $warmup == 0 && $outer == average ]] || return 1
+      echo "${run[*]} --lr-warmup-steps $lrw" ;;
+    local)
+      echo "${run[*]} --lr-warmup-steps $lrw --average-every $every --local-warmup-steps $warmup" \
+        "--outer-optimizer $outer --outer-lr $olr --outer-momentum $om" ;;
+    a2sgd)
+      # Stated only when not the default, so that earlier runs' command lines stay as they were.
+      [[ $state == keep ]] || run+=(--a2sgd-state-at-average "$state")
+      [[ $outer == average ]] || run+=(--outer-optimizer "$outer" --outer-lr "$olr" --outer-momentum "$om")
+      echo "${run[*]} --lr-warmup-steps $lrw --a2sgd-granularity $granularity --a2sgd-average-every $every" \
+        "--a2sgd-residual $residual --a2sgd-averaging $averaging --a2sgd-zero-gradient $zeros" \
+        "--a2sgd-warmup-steps $warmup --a2sgd-moments $moments" ;;
+  esac
 }
 
 for o in $optimizers; do optimizer_options "$o" "" > /dev/null || die "optimizer '$o' is not part of the $model study"; done

@@ -35,8 +35,19 @@ expect(2 "unknown moment scheme \"late\" \\(valid: decoded, local, frozen\\)" ${
 # Adam's average (m without v).
 expect(2 "state-at-average reset: plain SGD has no optimizer state" ${syn} --compressor a2sgd --a2sgd-average-every 10
        --a2sgd-state-at-average reset)
-expect(2 "state-at-average average: acts at the periodic average: needs --a2sgd-average-every K > 0" ${syn}
+expect(2 "state-at-average average: acts at the periodic average: needs --average-every K > 0" ${syn}
        --compressor a2sgd --optimizer momentum --a2sgd-average-every 0 --a2sgd-state-at-average average)
+# The averaging policy (every method's): its own checks, and an alias that disagrees with it.
+expect(2 "--outer-optimizer nesterov: acts at the periodic average: needs --average-every K > 0" ${syn}
+       --compressor dense --outer-optimizer nesterov)
+expect(2 "--outer-lr 0: must be in \\(0, 10\\]" ${syn} --compressor local --outer-lr 0)
+expect(2 "--outer-momentum 1: must be in \\[0, 1\\)" ${syn} --compressor local --outer-momentum 1)
+expect(2 "--outer-optimizer lookahead: valid: average, momentum, nesterov" ${syn} --outer-optimizer lookahead)
+expect(2 "--average-every -3: must not be negative" ${syn} --compressor local --average-every -3)
+expect(2 "--average-every 20: differs from --a2sgd-average-every 10" ${syn} --compressor a2sgd
+       --a2sgd-average-every 10 --average-every 20)
+expect(2 "--state-at-average reset: plain SGD has no optimizer state" ${syn} --compressor local --state-at-average reset)
+expect(2 "--local-warmup-steps -1: must not be negative" ${syn} --compressor local --local-warmup-steps -1)
 expect(2 "state-at-average average: with Adam the averaged m is not bounded" ${syn} --compressor a2sgd
        --optimizer adam --a2sgd-state-at-average average)
 expect(2 "--divergence-threshold -1: must be >= 0" ${syn} --divergence-threshold -1)

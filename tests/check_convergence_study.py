@@ -135,8 +135,34 @@ if len(runs) == calls_so_far + 2:
           and option(r, "--a2sgd-granularity") == "model" and option(r, "--steps") == "300",
           f"a2sgd-k100-frozen-w20-lr0.0005 with Adam on the MLP (3 epochs by default): {r}")
 
+# Local SGD, the outer optimizer and seeds (the outer-optimizer study's names).
+calls_so_far = len(recorded())
+out = study("--model", "mlp", "--ranks", "4", "--optimizers", "momentum", "--configs",
+            "local-k50-lr0.02-s2 local-diloco-w10 a2sgd-k100-diloco-olr0.5-lr0.02-s3")
+runs = recorded()
+check(out.returncode == 0 and len(runs) == calls_so_far + 3,
+      f"local and outer configurations: exit 0, three runs (got {out.returncode}, {len(runs) - calls_so_far})")
+if len(runs) == calls_so_far + 3:
+    k50, diloco, a2 = runs[-3:]
+    check(option(k50, "--compressor") == "local" and option(k50, "--average-every") == "50"
+          and option(k50, "--lr") == "0.02" and option(k50, "--seed") == "2"
+          and option(k50, "--outer-optimizer") == "average" and option(k50, "--local-warmup-steps") == "0",
+          f"local-k50-lr0.02-s2: local SGD averaged every 50 steps, seed 2: {k50}")
+    check(option(diloco, "--average-every") == "100" and option(diloco, "--outer-optimizer") == "nesterov"
+          and option(diloco, "--outer-lr") == "0.7" and option(diloco, "--outer-momentum") == "0.9"
+          and option(diloco, "--local-warmup-steps") == "10" and option(diloco, "--seed") is None,
+          f"local-diloco-w10: the MLP's period 100, DiLoCo's outer Nesterov, 10 dense steps first: {diloco}")
+    check(option(a2, "--compressor") == "a2sgd" and option(a2, "--outer-optimizer") == "nesterov"
+          and option(a2, "--outer-lr") == "0.5" and option(a2, "--outer-momentum") == "0.9"
+          and option(a2, "--a2sgd-average-every") == "100" and option(a2, "--seed") == "3",
+          f"a2sgd-k100-diloco-olr0.5-lr0.02-s3: A2SGD with the outer step at lr 0.5, seed 3: {a2}")
+for configs in ("local-mavg", "dense-diloco", "local-s0"):
+    out = study("--model", "mlp", "--ranks", "4", "--optimizers", "sgd", "--configs", configs)
+    check(out.returncode == 2 and configs in out.stderr, f"--configs {configs}: exit 2 naming it (got {out.returncode})")
+calls_so_far = len(recorded())
+
 out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "1", "--configs", "a2sgd-lr999 a2sgd-lr555 a2sgd-lr1")
-check(out.returncode == 5 and len(recorded()) == calls_so_far + 5,
+check(out.returncode == 5 and len(recorded()) == calls_so_far + 3,
       f"a diverged run (3) does not stop the study, a failed one (5) is its exit code, the rest still run "
       f"(got {out.returncode}, {len(recorded())} runs)")
 

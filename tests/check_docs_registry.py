@@ -29,10 +29,21 @@ for m in methods:
 for o in options:
     if f"`--{o}" not in training_md:
         failures.append(f"docs/training.md does not list option --{o}")
+# The averaging policy's options (every method's; the help's "Periodic averaging" group).
+help_text = run("--help")
+group = help_text[help_text.index("Periodic averaging"):]
+group = group[:group.index("\n\n")]
+averaging = sorted(set(re.findall(r"^\s+--([a-z0-9-]+)", group, re.M)))
+if len(averaging) < 5:
+    failures.append(f"a2sgd-train --help lists {len(averaging)} averaging options, expected 5")
+for o in averaging:
+    if f"`--{o}" not in training_md:
+        failures.append(f"docs/training.md does not list the averaging option --{o}")
 for m in models:
     if f"`{m}`" not in training_md and f"--model {m}" not in training_md:
         failures.append(f"docs/training.md does not name model '{m}'")
 for f in failures:
     print("FAIL:", f)
-print(f"{len(methods)} methods, {len(options)} method options, {len(models)} models checked against the docs")
+print(f"{len(methods)} methods, {len(options)} method options, {len(averaging)} averaging options, "
+      f"{len(models)} models checked against the docs")
 sys.exit(1 if failures else 0)

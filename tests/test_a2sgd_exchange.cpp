@@ -491,7 +491,7 @@ TEST_CASE("A2SGD's first moment at the periodic average: keep, average, reset", 
   CHECK_THROWS_WITH(parse_state_at_average("drop"), A2SGD_CONTAINS("keep, average, reset"));
   A2sgdOptions never;
   never.state_at_average = StateAtAverage::reset;
-  CHECK_THROWS_WITH(A2sgdExchange(comm, static_cast<Index>(n), never), A2SGD_CONTAINS("needs average_every > 0"));
+  CHECK_THROWS_WITH(A2sgdExchange(comm, static_cast<Index>(n), never), A2SGD_CONTAINS("needs an averaging period K > 0"));
   // Plain SGD has no first moment: the step says so on every rank instead of doing nothing.
   A2sgdOptions o;
   o.average_every = 1;

@@ -22,7 +22,8 @@ inline std::string method_flag(const std::string& method, const std::string& opt
 }
 
 /// An OptionError in the command line's words: "--<flag> <value>: <rule>", the flag being the
-/// method's (--<method>-<option>) or, for a model's option, the option's own (--<option>).
+/// method's (--<method>-<option>) or, for a model's or the averaging policy's option, the
+/// option's own (--<option>).
 inline std::string command_line_text(const OptionError& e) {
   bool method = false;
   for (const auto& m : exchange_registry()) method = method || m.name == e.owner();
@@ -65,6 +66,13 @@ inline void add_model_options(boost::program_options::options_description& group
   }
 }
 
+/// The averaging policy's options (a2sgd/compress/ModelAveraging.hpp), each --<option>.
+inline void add_averaging_options(boost::program_options::options_description& group) {
+  namespace po = boost::program_options;
+  for (const auto& o : averaging_option_specs())
+    group.add_options()(o.name.c_str(), po::value<std::string>()->default_value(o.default_value), o.help.c_str());
+}
+
 /// Whether a value came from the command line or a config file (not a default).
 inline bool given(const boost::program_options::variables_map& vm, const std::string& name, bool is_switch) {
   const auto& v = vm[name];
@@ -89,6 +97,25 @@ inline std::map<std::string, OptionValues> given_method_options(const boost::pro
     out.emplace(m.name, std::move(values));
   }
   return out;
+}
+
+/// The averaging policy's options as given, with the chosen method's aliases of them
+/// (ExchangeMethod::averaging_aliases, e.g. --a2sgd-average-every for --average-every): an alias
+/// given alone sets the option, both given with different values are an OptionError.
+inline OptionValues given_averaging_options(const boost::program_options::variables_map& vm,
+                                            const ExchangeMethod& method, const OptionValues& method_values) {
+  OptionValues values("averaging", averaging_option_specs());
+  for (const auto& o : averaging_option_specs())
+    if (given(vm, o.name, false)) values.set(o.name, vm[o.name].as<std::string>());
+  for (const auto& [own, name] : method.averaging_aliases) {
+    if (!method_values.given(own)) continue;
+    if (values.given(name) && values.text(name) != method_values.text(own))
+      throw OptionError("averaging", name, values.text(name),
+                        "differs from --" + method_flag(method.name, own) + " " + method_values.text(own) +
+                            " (the same setting by its older name): give one of them");
+    values.set(name, method_values.text(own));
+  }
+  return values;
 }
 
 /// The chosen model's options as given; an option of another model only is an OptionError.

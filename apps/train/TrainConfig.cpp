@@ -130,6 +130,14 @@ po::options_description exchange_options(Raw& r) {
   return d;
 }
 
+po::options_description averaging_options() {
+  po::options_description d(
+      "Periodic averaging, any method (a model or method may recommend a period: lstm 200 steps for a2sgd and "
+      "local; a2sgd with momentum or adam and local otherwise 100)");
+  apps::add_averaging_options(d);
+  return d;
+}
+
 po::options_description output_options(Raw& r, TrainConfig& c) {
   po::options_description d("Output");
   d.add_options()("eval-every", po::value(&r.eval_every),
@@ -353,8 +361,8 @@ void apply_optimizer(const po::variables_map& vm, const Raw& r, TrainConfig& c) 
   c.lr.base_lr = vm.count("lr") ? r.lr : d.lr(r.compressor, c.optimizer.kind);
   c.lr.kind = parse_lr_schedule_kind(r.schedule);
   c.lr.warmup_steps = vm.count("lr-warmup-steps") ? static_cast<std::uint64_t>(r.lr_warmup)
-                      : d.lr_warmup_steps      ? d.lr_warmup_steps(r.compressor, c.optimizer.kind)
-                                               : 0;
+                      : d.lr_warmup_steps         ? d.lr_warmup_steps(r.compressor, c.optimizer.kind)
+                                                  : 0;
   c.lr.step_size = static_cast<std::uint64_t>(r.lr_step_size);
   c.lr.gamma = r.gamma;
   c.lr.min_lr = r.lr_min;
@@ -375,18 +383,28 @@ void apply_exchange(const po::variables_map& vm, const Raw& r, TrainConfig& c) {
   require(known, "compressor", r.compressor, "unknown method (valid: " + valid + ")");
   std::map<std::string, OptionValues> given = apps::given_method_options(vm);
   OptionValues& options = given.at(r.compressor);
-  const auto recommended = model_kind(c.model).defaults.exchange_options;
-  if (auto it = recommended.find(r.compressor); it != recommended.end())
-    for (const auto& [name, value] : it->second) options.suggest(name, value);
   const ExchangeMethod& method = exchange_method(r.compressor);
+  OptionValues averaging = apps::given_averaging_options(vm, method, options);
+  const TrainingDefaults& defaults = model_kind(c.model).defaults;
+  if (auto it = defaults.exchange_options.find(r.compressor); it != defaults.exchange_options.end())
+    for (const auto& [name, value] : it->second) options.suggest(name, value);
+  if (auto it = defaults.averaging.find(r.compressor); it != defaults.averaging.end())
+    for (const auto& [name, value] : it->second) averaging.suggest(name, value);
   std::vector<std::string> optimizer_given;
   if (!vm["adam-eps"].defaulted()) optimizer_given.push_back("epsilon");
-  Recommendation rec{options, c.optimizer, optimizer_given};
+  Recommendation rec{options, c.optimizer, optimizer_given, averaging};
   if (method.recommend) method.recommend(rec);
   c.optimizer.validate();
-  if (method.check_optimizer) method.check_optimizer(options, c.optimizer);
+  const AveragingOptions policy = parse_averaging_options(averaging);
+  check_averaging_optimizer(policy, c.optimizer);
+  if (method.check_optimizer) method.check_optimizer(options, c.optimizer, policy);
+  // A method's alias options carry the policy's values, so that the method, the summary and the
+  // written config.ini agree with it.
+  for (const auto& [own, name] : method.averaging_aliases) options.set(own, averaging.text(name));
   c.exchange.method = r.compressor;
   c.exchange.common.gpu_aware_mpi = r.gpu_aware;
+  c.exchange.common.averaging = policy;
+  c.averaging_options = averaging;
   c.exchange.seed = c.seed;
   c.exchange.options.clear();
   for (const auto& [name, value] : options.entries()) c.exchange.options[name] = value;
@@ -414,6 +432,7 @@ ParseOutcome parse_options(int argc, char** argv, TrainConfig& c, std::string& h
       .add(model_options(c))
       .add(training_options(r))
       .add(exchange_options(r))
+      .add(averaging_options())
       .add(output_options(r, c))
       .add(checkpoint_options(r, c));
   const po::variables_map vm = parse_command_line(argc, argv, all);
@@ -467,6 +486,7 @@ std::string TrainConfig::to_ini() const {
       o << apps::method_flag(m.name, spec.name) << " = " << value << '\n';
     }
   }
+  for (const auto& [name, value] : averaging_options.entries()) o << name << " = " << value << '\n';
   if (eval_every) o << "eval-every = " << *eval_every << '\n';
   o << "eval-batch = " << eval_batch << "\nlog-every = " << log_every << '\n';
   o << "collective-timeout = " << collective_timeout << '\n';

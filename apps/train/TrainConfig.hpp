@@ -27,6 +27,7 @@ struct TrainConfig {
   LrScheduleConfig lr;
   ExchangeConfig exchange;                                   // the method and its options as the run uses them
   std::map<std::string, OptionValues> other_method_options;  // the other methods' options as given
+  OptionValues averaging_options;                            // the averaging policy's, as the run uses them
   double clip = 0.0;                                         // global-norm clipping of each rank's gradient (0: off)
   double divergence_threshold = 0.5;                         // replica divergence that warns (0: off)
   std::uint64_t divergence_patience = 3;                     // rising evaluations that warn (0: off)

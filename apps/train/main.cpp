@@ -103,6 +103,20 @@ void banner(const train::TrainConfig& c, const Communicator& comm, const train::
               c.exchange.method.c_str(), to_string(c.optimizer.kind).c_str(), c.lr.base_lr,
               to_string(c.lr.kind).c_str(), warmup.c_str(), static_cast<long long>(c.batch_size),
               static_cast<unsigned long long>(total_steps), static_cast<unsigned long long>(steps_per_epoch));
+  const AveragingOptions& a = c.exchange.common.averaging;
+  if (a.every == 0) {
+    std::printf("  replicas averaged only at evaluations and at the end (--average-every 0)\n");
+  } else {
+    std::string outer = "plain average";
+    if (a.outer != OuterOptimizer::average) {
+      char text[128];
+      std::snprintf(text, sizeof text, "outer %s, lr %g, momentum %g", to_string(a.outer).c_str(), a.outer_lr,
+                    a.outer_momentum);
+      outer = text;
+    }
+    std::printf("  replicas averaged every %llu steps (%s; optimizer's first moment: %s)\n",
+                static_cast<unsigned long long>(a.every), outer.c_str(), to_string(a.state_at_average).c_str());
+  }
   std::fflush(stdout);
 }
 
@@ -128,8 +142,8 @@ int train_and_report(train::Trainer& trainer, const train::TrainConfig& c, const
   } catch (const DivergenceError& e) {
     // Drift, not overflow: what helps is averaging the replicas or a smaller step.
     report(comm, std::string("training stopped (--stop-on-divergence): ") + e.what() +
-                     (c.exchange.method == "a2sgd"
-                          ? ". Average the replicas periodically (--a2sgd-average-every K) or lower --lr."
+                     (c.exchange.method == "a2sgd" || c.exchange.method == "local"
+                          ? ". Average the replicas more often (--average-every K) or lower --lr."
                           : ". Try a smaller learning rate."));
     return apps::exit_diverged;
   } catch (const IoError& e) {

@@ -397,30 +397,103 @@ def default_average_period(optimizer):
     return 100
 
 
+_OUTER_OPTIMIZERS = ("average", "momentum", "nesterov")
+
+
 class PeriodicAverager:
     """Averages the replicas' parameters every `period` steps (call step() after optimizer.step()):
-    one all-reduce of the model, as a2sgd-train's --a2sgd-average-every does. period 0: never."""
+    one all-reduce of the model, as a2sgd-train's --average-every does. period 0: never.
 
-    def __init__(self, module, period, process_group=None):
+    The outer optimizer turns each average into a step from the model of the last average (theta),
+    as a2sgd-train's --outer-optimizer does: with delta = theta - mean of the replicas,
+    ``momentum``: v <- mu v + delta, theta <- theta - outer_lr v; ``nesterov`` (DiLoCo: outer_lr 0.7,
+    outer_momentum 0.9): theta <- theta - outer_lr (delta + mu v); every replica then restarts from
+    theta. ``average`` (the default) is the plain mean. The first `warmup_steps` steps are not
+    averaged (post-local SGD: DDP's own all-reduce keeps the replicas equal then); theta is the
+    model after them, taken at construction when there are none (build the averager after
+    DistributedDataParallel has broadcast rank 0's model). The outer state costs two model-sized
+    float32 buffers. state_dict() holds the step count and that state, so that a resumed run neither
+    redoes the warm-up nor restarts the outer momentum."""
+
+    def __init__(self, module, period, process_group=None, warmup_steps=0, outer="average", outer_lr=1.0,
+                 outer_momentum=0.0):
         if not isinstance(period, int) or period < 0:
             raise ValueError(f"a2sgd: period must be a non-negative int (got {period!r})")
+        if not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError(f"a2sgd: warmup_steps must be a non-negative int (got {warmup_steps!r})")
+        if outer not in _OUTER_OPTIMIZERS:
+            raise ValueError(f"a2sgd: outer must be one of {', '.join(_OUTER_OPTIMIZERS)} (got {outer!r})")
+        if not (0.0 < float(outer_lr) <= 10.0):
+            raise ValueError(f"a2sgd: outer_lr must be in (0, 10] (got {outer_lr!r})")
+        if not (0.0 <= float(outer_momentum) < 1.0):
+            raise ValueError(f"a2sgd: outer_momentum must be in [0, 1) (got {outer_momentum!r})")
+        if outer != "average" and period == 0:
+            raise ValueError(f"a2sgd: the outer optimizer {outer} acts at the periodic average: needs period > 0")
         self.module, self.period, self.process_group, self.steps = module, period, process_group, 0
+        self.warmup_steps, self.outer = warmup_steps, outer
+        self.outer_lr, self.outer_momentum = float(outer_lr), float(outer_momentum)
         self.bytes_handed = 0
+        self.anchor = self.velocity = None
+        if self._has_outer_state() and warmup_steps == 0:
+            self._take_anchor()
+
+    def _has_outer_state(self):
+        return self.period > 0 and self.outer != "average"
+
+    def _params(self):
+        return list(self.module.parameters())
+
+    @torch.no_grad()
+    def _take_anchor(self):
+        self.anchor = torch.cat([p.detach().reshape(-1).float() for p in self._params()])
+        self.velocity = torch.zeros_like(self.anchor)
 
     def step(self):
         self.steps += 1
-        if self.period and self.steps % self.period == 0:
-            self.average()
+        if self._has_outer_state() and self.steps == self.warmup_steps:
+            self._take_anchor()
+        if self.period and self.steps > self.warmup_steps and self.steps % self.period == 0:
+            self.average(outer_step=True)
 
     @torch.no_grad()
-    def average(self):
+    def average(self, outer_step=False):
+        """Replaces every replica by the replicas' mean (collective); with outer_step, by the outer
+        optimizer's step from it (step() does that at each period; a final average for evaluation
+        or export is the plain mean)."""
         world = dist.get_world_size(self.process_group)
-        params = [p for p in self.module.parameters()]
+        params = self._params()
         flat = torch.cat([p.detach().reshape(-1) for p in params])
         dist.all_reduce(flat, group=self.process_group)
         flat.div_(world)
         self.bytes_handed += flat.numel() * flat.element_size()
+        if outer_step and self._has_outer_state() and self.anchor is not None:
+            delta = self.anchor - flat
+            self.velocity.mul_(self.outer_momentum).add_(delta)
+            step = delta + self.outer_momentum * self.velocity if self.outer == "nesterov" else self.velocity
+            self.anchor.sub_(self.outer_lr * step)
+            flat.copy_(self.anchor)
         offset = 0
         for p in params:
             p.copy_(flat[offset:offset + p.numel()].view_as(p))
             offset += p.numel()
+
+    def state_dict(self):
+        """The step count and the outer optimizer's state (theta and v; None without one)."""
+        return {"steps": self.steps, "period": self.period, "warmup_steps": self.warmup_steps, "outer": self.outer,
+                "outer_lr": self.outer_lr, "outer_momentum": self.outer_momentum,
+                "anchor": None if self.anchor is None else self.anchor.clone(),
+                "velocity": None if self.velocity is None else self.velocity.clone()}
+
+    def load_state_dict(self, sd):
+        """Restores state_dict()'s; the settings must be this averager's (a different period or outer
+        optimizer raises ValueError: continue such a run with the settings it was saved with)."""
+        for key in ("period", "warmup_steps", "outer", "outer_lr", "outer_momentum"):
+            if sd[key] != getattr(self, key):
+                raise ValueError(f"a2sgd: the saved averager has {key} {sd[key]!r}, this one {getattr(self, key)!r}")
+        n = sum(p.numel() for p in self._params())
+        for key in ("anchor", "velocity"):
+            if sd[key] is not None and sd[key].numel() != n:
+                raise ValueError(f"a2sgd: the saved {key} has {sd[key].numel()} values, the module {n}")
+        self.steps = int(sd["steps"])
+        self.anchor = None if sd["anchor"] is None else sd["anchor"].clone().float()
+        self.velocity = None if sd["velocity"] is None else sd["velocity"].clone().float()

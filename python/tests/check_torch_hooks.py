@@ -302,6 +302,55 @@ def worker(rank, world, init, out, quick):
         resumed = ddp_steps(rank, s2, 2, model=m2, start=3, replica=saved["model"])
         results["resume"] = all(torch.equal(a, b) for a, b in zip(straight.parameters(), resumed.parameters()))
         results["residual carried"] = bool(s1.residuals) and any(r.abs().sum() > 0 for r in s1.residuals.values())
+        # 3b. The averager's outer optimizer against its definition: dyadic numbers (gradients in
+        # eighths, rates and momentum 1/2, two ranks) make every float32 operation exact, so the
+        # replicas must equal a float64 simulation of all ranks bit for bit; then its state_dict.
+        def dyadic(r, step):
+            return (torch.arange(12, dtype=torch.float64).mul(7).add(5 * r + 3 * step).remainder(17).sub(8)
+                    .div(8).view(3, 4))
+        for outer in ("average", "momentum", "nesterov"):
+            model = torch.nn.Linear(4, 3, bias=False)
+            with torch.no_grad():
+                model.weight.copy_(torch.arange(12, dtype=torch.float32).remainder(9).sub(4).div(4).view(3, 4))
+            averager = at.PeriodicAverager(model, 2, outer=outer, outer_lr=0.5, outer_momentum=0.5, warmup_steps=1)
+            xs = [model.weight.detach().double().clone() for _ in range(world)]
+            theta, v, ok = None, torch.zeros(3, 4, dtype=torch.float64), True
+            for step in range(7):
+                if step < 1:  # the warm-up: DDP's all-reduce keeps the replicas equal; emulated here
+                    mean_g = sum(dyadic(r, step) for r in range(world)) / world
+                    xs = [x - 0.5 * mean_g for x in xs]
+                    with torch.no_grad():
+                        model.weight.copy_(xs[rank])
+                else:
+                    xs = [x - 0.5 * dyadic(r, step) for r, x in enumerate(xs)]
+                    with torch.no_grad():
+                        model.weight.sub_(0.5 * dyadic(rank, step).float())
+                averager.step()
+                if step + 1 == 1 and outer != "average":
+                    theta = xs[0].clone()
+                if (step + 1) % 2 == 0 and step + 1 > 1:
+                    mean = sum(xs) / world
+                    if outer != "average":
+                        delta = theta - mean
+                        v = 0.5 * v + delta
+                        theta = theta - 0.5 * (delta + 0.5 * v if outer == "nesterov" else v)
+                        mean = theta.clone()
+                    xs = [mean.clone() for _ in range(world)]
+                ok &= torch.equal(model.weight.detach().double(), xs[rank])
+            results[f"averager {outer}"] = ok
+            restored = at.PeriodicAverager(model, 2, outer=outer, outer_lr=0.5, outer_momentum=0.5, warmup_steps=1)
+            restored.load_state_dict(averager.state_dict())
+            same = restored.steps == 7
+            if outer != "average":
+                same &= torch.equal(restored.anchor, averager.anchor) and torch.equal(restored.velocity, averager.velocity)
+                same &= torch.equal(restored.anchor.double().view(3, 4), theta)
+            results[f"averager state {outer}"] = same
+        try:
+            at.PeriodicAverager(model, 2, outer="nesterov").load_state_dict(
+                at.PeriodicAverager(model, 3, outer="nesterov").state_dict())
+            results["averager refuses another period"] = False
+        except ValueError:
+            results["averager refuses another period"] = True
         # 4. the MLP against DDP's default all-reduce
         if not quick and find_dataset("fashion-mnist", "train-images-idx3-ubyte.gz"):
             steps = 900
@@ -436,6 +485,13 @@ if __name__ == "__main__":
         check(all(r[f"gather {name}"] == want[name] for r in results),
               f"{name} hook: {results[0][f'gather {name}']} bytes per step to all_gather (expected {want[name]})")
     check(all(r["residual carried"] for r in results), "the residual is carried in the state")
+    for outer in ("average", "momentum", "nesterov"):
+        check(all(r[f"averager {outer}"] for r in results),
+              f"PeriodicAverager, outer {outer}: the replicas as the definition has them, bit for bit (7 steps)")
+        check(all(r[f"averager state {outer}"] for r in results),
+              f"PeriodicAverager, outer {outer}: state_dict restores the step count and the outer state")
+    check(all(r["averager refuses another period"] for r in results),
+          "PeriodicAverager.load_state_dict refuses a state saved with another period")
     if "mlp dense" in results[0]:
         d, a = results[0]["mlp dense"], results[0]["mlp a2sgd"]
         print(f"MLP on Fashion-MNIST, 2 ranks, 900 steps: DDP all-reduce {d:.4f}, a2sgd hook {a:.4f}")

@@ -13,6 +13,7 @@
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/KernelTraffic.hpp>
+#include <a2sgd/compress/ModelAveraging.hpp>
 #include <a2sgd/compress/QsgdCodec.hpp>
 #include <a2sgd/compress/Methods.hpp>  // every registered method's header (generated)
 #include <a2sgd/compress/TopkCodec.hpp>

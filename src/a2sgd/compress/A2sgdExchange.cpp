@@ -15,13 +15,11 @@ namespace {
 std::string signature(const A2sgdOptions& o) {
   std::string s = "a2sgd;averaging=" + to_string(o.averaging) + ";residual=" + to_string(o.residual) +
                   ";error_feedback=" + std::to_string(o.error_feedback) +
-                  ";warmup_steps=" + std::to_string(o.warmup_steps) +
-                  ";average_every=" + std::to_string(o.average_every) + ";granularity=" + to_string(o.granularity) +
+                  ";warmup_steps=" + std::to_string(o.warmup_steps) + ";granularity=" + to_string(o.granularity) +
                   ";moments=" + to_string(o.moments);
   // Stated only when not the default, so that checkpoints written before the option existed still
   // match (the same holds for options()).
   if (o.zero_gradient != ZeroGradient::move) s += ";zero_gradient=" + to_string(o.zero_gradient);
-  if (o.state_at_average != StateAtAverage::keep) s += ";state_at_average=" + to_string(o.state_at_average);
   if (o.granularity == Granularity::layer)
     for (Index size : o.segments) s += "," + std::to_string(size);
   return s;
@@ -37,18 +35,30 @@ A2sgdCodecOptions codec_options(const A2sgdOptions& o) {
   return {o.averaging, o.residual, o.error_feedback, o.zero_gradient};
 }
 
+// The averaging policy: the common options', with A2sgdOptions' own two fields (kept for code
+// written before averaging was every method's) merged in; averaging_conflict() says when the two
+// disagree (the base constructor then fails on every rank).
+CommonExchangeOptions with_averaging(const CommonExchangeOptions& common, const A2sgdOptions& o) {
+  CommonExchangeOptions c = common;
+  if (o.average_every != 0 && c.averaging.every == 0) c.averaging.every = o.average_every;
+  if (o.state_at_average != StateAtAverage::keep && c.averaging.state_at_average == StateAtAverage::keep)
+    c.averaging.state_at_average = o.state_at_average;
+  return c;
+}
+
+std::string averaging_conflict(const CommonExchangeOptions& common, const A2sgdOptions& o) {
+  const AveragingOptions& a = common.averaging;
+  if (o.average_every != 0 && a.every != 0 && a.every != o.average_every)
+    return "a2sgd: average_every " + std::to_string(o.average_every) + " differs from the averaging policy's every " +
+           std::to_string(a.every) + " (set one of them)";
+  if (o.state_at_average != StateAtAverage::keep && a.state_at_average != StateAtAverage::keep &&
+      a.state_at_average != o.state_at_average)
+    return "a2sgd: state_at_average " + to_string(o.state_at_average) + " differs from the averaging policy's " +
+           to_string(a.state_at_average) + " (set one of them)";
+  return {};
+}
+
 }  // namespace
-
-StateAtAverage parse_state_at_average(std::string_view name) {
-  if (name == "keep") return StateAtAverage::keep;
-  if (name == "average") return StateAtAverage::average;
-  if (name == "reset") return StateAtAverage::reset;
-  throw InvalidArgument("unknown A2SGD state at average \"" + std::string(name) + "\" (valid: keep, average, reset)");
-}
-
-std::string to_string(StateAtAverage v) {
-  return v == StateAtAverage::keep ? "keep" : v == StateAtAverage::average ? "average" : "reset";
-}
 
 GlobalAveraging parse_global_averaging(std::string_view name) {
   if (name == "mean") return GlobalAveraging::mean;
@@ -91,7 +101,7 @@ std::string to_string(ResidualReference v) {
 
 A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptions& options,
                              const CommonExchangeOptions& common, const ExecutionSpace& exec)
-    : Exchange(comm, n, exec, common, signature(options)),
+    : Exchange(comm, n, exec, with_averaging(common, options), signature(options), averaging_conflict(common, options)),
       m_options(options),
       m_residual("a2sgd::compress::residual", static_cast<std::size_t>(n)),
       m_bounds(bounds_of(options, n)),
@@ -99,35 +109,25 @@ A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptio
       m_local(m_bounds.size() - 1),
       m_last_global(m_bounds.size() - 1, {0.0, 0.0}),
       m_last_local(m_bounds.size() - 1, {0.0, 0.0}) {
-  if (options.state_at_average != StateAtAverage::keep && options.average_every == 0)
-    throw InvalidArgument("a2sgd: state_at_average " + to_string(options.state_at_average) +
-                          " acts at the periodic average: needs average_every > 0");
+  // The averaging policy lives in the base (averaging()); this copy keeps the two fields in step
+  // with it for a caller that reads a2sgd_options().
+  m_options.average_every = averaging().every;
+  m_options.state_at_average = averaging().state_at_average;
 }
 
-std::vector<PlannedCollective> A2sgdExchange::step_traffic() const {
-  std::vector<PlannedCollective> t = {{CollectiveKind::allreduce, 8u * static_cast<std::uint64_t>(payload_scalars())}};
-  if (m_options.average_every > 0) {
-    PlannedCollective average{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(size())};
-    average.every = m_options.average_every;
-    t.push_back(average);
-    // The first moment's average: the same all-reduce again.
-    if (m_options.state_at_average == StateAtAverage::average) t.push_back(average);
-  }
-  return t;
+std::vector<PlannedCollective> A2sgdExchange::own_traffic() const {
+  return {{CollectiveKind::allreduce, 8u * static_cast<std::uint64_t>(payload_scalars())}};
 }
 
-std::vector<std::pair<std::string, std::string>> A2sgdExchange::options() const {
+std::vector<std::pair<std::string, std::string>> A2sgdExchange::own_options() const {
   std::vector<std::pair<std::string, std::string>> o = {{"averaging", to_string(m_options.averaging)},
                                                         {"residual", to_string(m_options.residual)},
                                                         {"error_feedback", m_options.error_feedback ? "on" : "off"},
                                                         {"warmup_steps", std::to_string(m_options.warmup_steps)},
-                                                        {"average_every", std::to_string(m_options.average_every)},
                                                         {"granularity", to_string(m_options.granularity)},
                                                         {"moments", to_string(m_options.moments)}};
   if (m_options.zero_gradient != ZeroGradient::move)
     o.emplace_back("zero_gradient", to_string(m_options.zero_gradient));
-  if (m_options.state_at_average != StateAtAverage::keep)
-    o.emplace_back("state_at_average", to_string(m_options.state_at_average));
   return o;
 }
 
@@ -141,25 +141,6 @@ void A2sgdExchange::do_step(StepKey, const FloatView& params, const FloatView& g
     const std::int64_t non_finite = compress(grad, opt, stats);
     communicate(non_finite, stats);
     apply(params, grad, opt, lr, stats);
-  }
-  if (m_options.average_every > 0 && (steps() + 1) % m_options.average_every == 0) {
-    allreduce_sum(params, stats);
-    scale(params, static_cast<float>(1.0 / p));
-    if (m_options.state_at_average != StateAtAverage::keep) {
-      // The first moment is the optimizer's first state tensor (momentum buffer, Adam's m).
-      const std::vector<NamedView> state = opt.state();
-      if (state.empty())
-        throw InvalidArgument("a2sgd: --a2sgd-state-at-average " + to_string(m_options.state_at_average) +
-                              " needs an optimizer with a first moment (momentum or Adam)");
-      const FloatView& first = state.front().view;
-      if (m_options.state_at_average == StateAtAverage::average) {
-        allreduce_sum(first, stats);
-        scale(first, static_cast<float>(1.0 / p));
-      } else {
-        Kokkos::deep_copy(exec(), first, 0.0f);
-      }
-    }
-    exec().fence();
   }
 }
 
@@ -257,13 +238,13 @@ A2SGD_REGISTER_EXCHANGE(a2sgd) {
        "momentum/Adam with A2SGD: local (each rank's optimizer direction compressed) | decoded (moments of the "
        "decoded update) | frozen (Adam: variance frozen after the dense warm-up)",
        {"local", "decoded", "frozen"}},
-      {"average-every", "0", "average the replicas every K steps (0: never)"},
+      {"average-every", "0", "alias of --average-every (the averaging policy of every method)"},
       {"state-at-average",
        "keep",
-       "the optimizer's first moment (momentum buffer, Adam's m) at each periodic average: keep (per rank) | "
-       "average (with the parameters: 4n more bytes) | reset (to zero)",
+       "alias of --state-at-average (the averaging policy of every method)",
        {"keep", "average", "reset"}},
   };
+  m.averaging_aliases = {{"average-every", "average-every"}, {"state-at-average", "state-at-average"}};
   m.check_options = [](const OptionValues& o) { parse_a2sgd_options(o, {}); };
   m.make = [](const ExchangeContext& c, const OptionValues& o) -> std::unique_ptr<Exchange> {
     return std::make_unique<A2sgdExchange>(c.comm, c.n, parse_a2sgd_options(o, c.layout), c.common, c.exec);
@@ -274,20 +255,13 @@ A2SGD_REGISTER_EXCHANGE(a2sgd) {
     return KernelTraffic{{{traffic::read(2.0 * f)}}, {{{Access::rmw, 5.0 * f}}}};
   };
   // The moment scheme's requirements (Adam for frozen, a warm-up to freeze after, no Nesterov).
-  m.check_optimizer = [](const OptionValues& o, const OptimizerConfig& opt) {
-    // Checked here, after the recommendations: momentum and Adam get an average every 100 steps
-    // unless the user says otherwise.
-    if (o.text("state-at-average") != "keep" && o.integer("average-every") <= 0)
-      throw OptionError("a2sgd", "state-at-average", o.text("state-at-average"),
-                        "acts at the periodic average: needs --a2sgd-average-every K > 0");
-    if (opt.kind == OptimizerKind::sgd && o.text("state-at-average") != "keep")
-      throw OptionError("a2sgd", "state-at-average", o.text("state-at-average"),
-                        "plain SGD has no optimizer state; use --optimizer momentum or adam, or keep");
+  m.check_optimizer = [](const OptionValues& o, const OptimizerConfig& opt, const AveragingOptions& a) {
     // Adam's step m / sqrt(v) stays below about 1 because each rank's m^2 is at most its own v;
     // the ranks' mean m against one rank's v is not, and where that rank saw small gradients the
     // step grows without bound. The frozen scheme's v is the same on every rank, which keeps it.
-    if (opt.kind == OptimizerKind::adam && o.text("state-at-average") == "average" && o.text("moments") != "frozen")
-      throw OptionError("a2sgd", "state-at-average", "average",
+    if (opt.kind == OptimizerKind::adam && a.state_at_average == StateAtAverage::average &&
+        o.text("moments") != "frozen")
+      throw OptionError("averaging", "state-at-average", "average",
                         "with Adam the averaged m is not bounded by each rank's own v (m / sqrt(v) can grow "
                         "without bound); use keep or reset, or the frozen moment scheme (one v on every rank)");
     try {
@@ -304,7 +278,7 @@ A2SGD_REGISTER_EXCHANGE(a2sgd) {
   // variance bounds the direction only through epsilon where the warm-up saw almost no gradient:
   // 1e-8 let the MLP diverge, 1e-4 trained (docs/algorithm.md).
   m.recommend = [](Recommendation& r) {
-    if (r.optimizer.kind != OptimizerKind::sgd) r.options.suggest("average-every", "100");
+    if (r.optimizer.kind != OptimizerKind::sgd) r.averaging.suggest("average-every", "100");
     const bool eps_given =
         std::find(r.optimizer_given.begin(), r.optimizer_given.end(), "epsilon") != r.optimizer_given.end();
     if (r.options.text("moments") == "frozen" && !eps_given) r.optimizer.epsilon = 1e-4;

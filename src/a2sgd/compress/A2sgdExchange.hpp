@@ -36,17 +36,6 @@ enum class ZeroGradient {
   hold   ///< belongs to neither set: neither moves nor changes its residual this step
 };
 
-/// What the periodic average (A2sgdOptions::average_every) does to the optimizer's first moment
-/// (the momentum buffer, Adam's m), which with the local moment schemes follows each rank's own
-/// gradients: between two averages it keeps pushing each replica along its own direction.
-enum class StateAtAverage {
-  keep,     ///< left per rank (the replicas' parameters alone are averaged)
-  average,  ///< averaged over the ranks with the parameters: one more all-reduce of 4n bytes
-  reset     ///< set to zero on every rank: no traffic, the moment restarts from the averaged model
-};
-
-StateAtAverage parse_state_at_average(std::string_view name);
-std::string to_string(StateAtAverage v);
 GlobalAveraging parse_global_averaging(std::string_view name);
 ZeroGradient parse_zero_gradient(std::string_view name);
 std::string to_string(ZeroGradient v);
@@ -63,7 +52,9 @@ struct A2sgdOptions {
   bool error_feedback = true;
   /// The first warmup_steps steps use a dense all-reduce (residual untouched).
   std::uint64_t warmup_steps = 0;
-  /// Average the replicas' parameters after every K-th step (0 = never: pure O(1) traffic).
+  /// Kept for code written before averaging became a policy of every method: the same as
+  /// CommonExchangeOptions::averaging.every (the constructor takes whichever is set; both set
+  /// differently is an error). 0 = never: pure O(1) traffic.
   std::uint64_t average_every = 0;
   Granularity granularity = Granularity::model;
   /// Entries whose compressed value is exactly zero: classified by their residual's sign (move) or
@@ -76,8 +67,7 @@ struct A2sgdOptions {
   /// (Adam's variance from the dense warm-up, then frozen; needs warmup_steps >= 1). SGD: all
   /// three are the same step.
   MomentScheme moments = MomentScheme::local;
-  /// The optimizer's first moment at each periodic average (needs average_every > 0 and an
-  /// optimizer with a first moment: momentum or Adam).
+  /// Kept likewise: the same as CommonExchangeOptions::averaging.state_at_average.
   StateAtAverage state_at_average = StateAtAverage::keep;
   /// Layer granularity: the tensors' sizes in buffer order, summing to n (make_exchange fills
   /// them from ExchangeConfig::layout). Ignored for model granularity.
@@ -97,11 +87,11 @@ class A2sgdExchange final : public Exchange {
                 const CommonExchangeOptions& common = {}, const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "a2sgd"; }
-  /// The two (or four) scalars per segment each step and, with periodic averaging, the model's
-  /// all-reduce once every K steps.
-  std::vector<PlannedCollective> step_traffic() const override;
-  std::vector<std::pair<std::string, std::string>> options() const override;
-  std::vector<NamedView> state() const override { return {{"residual", m_residual}}; }
+  /// The two (or four) scalars per segment each step (a dense warm-up's steps excepted).
+  std::vector<PlannedCollective> own_traffic() const override;
+  std::vector<std::pair<std::string, std::string>> own_options() const override;
+  std::vector<NamedView> own_state() const override { return {{"residual", m_residual}}; }
+  std::uint64_t synchronous_steps() const override { return m_options.warmup_steps; }
 
   const A2sgdOptions& a2sgd_options() const noexcept { return m_options; }
   const FloatView& residual() const noexcept { return m_residual; }

@@ -23,10 +23,10 @@ class CastExchange final : public Exchange {
                const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return m_format == HalfFormat::fp16 ? "fp16" : "bf16"; }
-  std::vector<PlannedCollective> step_traffic() const override {
+  std::vector<PlannedCollective> own_traffic() const override {
     return {{CollectiveKind::allreduce, 2u * static_cast<std::uint64_t>(size()), 2, AllreduceModel::ring}};
   }
-  std::vector<std::pair<std::string, std::string>> options() const override { return {}; }
+  std::vector<std::pair<std::string, std::string>> own_options() const override { return {}; }
 
   /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
   /// function enclosing a device lambda to be accessible.

@@ -7,7 +7,7 @@ DenseExchange::DenseExchange(const Communicator& comm, Index n, const CommonExch
                              const ExecutionSpace& exec)
     : Exchange(comm, n, exec, common, "dense") {}
 
-std::vector<std::pair<std::string, std::string>> DenseExchange::options() const {
+std::vector<std::pair<std::string, std::string>> DenseExchange::own_options() const {
   return {};
 }
 

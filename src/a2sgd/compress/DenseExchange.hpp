@@ -14,10 +14,10 @@ class DenseExchange final : public Exchange {
                 const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "dense"; }
-  std::vector<PlannedCollective> step_traffic() const override {
+  std::vector<PlannedCollective> own_traffic() const override {
     return {{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(size())}};
   }
-  std::vector<std::pair<std::string, std::string>> options() const override;
+  std::vector<std::pair<std::string, std::string>> own_options() const override;
 
  protected:
   void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,

@@ -16,11 +16,11 @@ class EfSignExchange final : public Exchange {
                  const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "efsign"; }
-  std::vector<PlannedCollective> step_traffic() const override {
+  std::vector<PlannedCollective> own_traffic() const override {
     return {{CollectiveKind::allgather, 4u * static_cast<std::uint64_t>(payload_words())}};
   }
-  std::vector<std::pair<std::string, std::string>> options() const override { return {}; }
-  std::vector<NamedView> state() const override { return {{"residual", m_residual}}; }
+  std::vector<std::pair<std::string, std::string>> own_options() const override { return {}; }
+  std::vector<NamedView> own_state() const override { return {{"residual", m_residual}}; }
   const FloatView& residual() const noexcept { return m_residual; }
 
   /// 32-bit words per rank in the payload: one for the scale, ceil(n / 32) for the signs.

@@ -26,14 +26,84 @@ void scale_in_place(const ExecutionSpace& exec, const FloatView& d, float factor
       KOKKOS_LAMBDA(Index i) { d(i) *= factor; });
 }
 
+// The outer optimizer's step (ModelAveraging.hpp) in one pass, with x the replicas' mean on
+// entry: delta = theta - x; v <- mu v + delta; theta <- theta - lr_o (nesterov ? delta + mu v : v);
+// x <- theta. A free function: nvcc rejects extended lambdas inside private member functions.
+void outer_step(const ExecutionSpace& exec, const FloatView& x, const FloatView& theta, const FloatView& v, float lr,
+                float mu, bool nesterov) {
+  Kokkos::parallel_for(
+      A2SGD_LABEL("a2sgd::compress::outer_step"),
+      Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(x.extent(0))),
+      KOKKOS_LAMBDA(Index i) {
+        const float delta = theta(i) - x(i);
+        const float vi = mu * v(i) + delta;
+        v(i) = vi;
+        const float t = theta(i) - lr * (nesterov ? delta + mu * vi : vi);
+        theta(i) = t;
+        x(i) = t;
+      });
+}
+
+std::string averaging_signature(const AveragingOptions& a) {
+  std::string s;
+  for (const auto& [key, value] : a.entries()) s += ";" + key + "=" + value;
+  return s;
+}
+
 }  // namespace
 
 Exchange::Exchange(const Communicator& comm, Index n, const ExecutionSpace& exec, const CommonExchangeOptions& common,
-                   const std::string& signature)
+                   const std::string& signature, const std::string& problem)
     : m_comm(&comm), m_size(n), m_exec(exec), m_common(common), m_non_finite("a2sgd::compress::non_finite") {
-  comm.raise_if_any(n < 0, "exchange: negative parameter count " + std::to_string(n));
+  // One collective for every local verdict, the same on every method: ranks that build different
+  // methods still meet in the same collectives, and all fail together.
+  std::string why = problem;
+  if (why.empty() && n < 0) why = "exchange: negative parameter count " + std::to_string(n);
+  if (why.empty()) {
+    try {
+      common.averaging.validate();
+    } catch (const InvalidArgument& e) {
+      why = e.what();
+    }
+  }
+  comm.raise_if_any(!why.empty(), why);
   comm.require_same(static_cast<std::uint64_t>(n), "the number of parameters n");
-  comm.require_same(fnv1a(signature), "the exchange method and its options (this rank: " + signature + ")");
+  const std::string full = signature + averaging_signature(common.averaging);
+  comm.require_same(fnv1a(full), "the exchange method and its options (this rank: " + full + ")");
+  if (common.averaging.has_outer_state()) {
+    // Two model-sized buffers: theta, the model of the last synchronisation, and the momentum.
+    m_anchor = FloatView("a2sgd::compress::outer_anchor", static_cast<std::size_t>(n));
+    m_velocity = FloatView("a2sgd::compress::outer_velocity", static_cast<std::size_t>(n));
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> Exchange::options() const {
+  auto o = own_options();
+  for (auto& entry : m_common.averaging.entries()) o.push_back(std::move(entry));
+  return o;
+}
+
+std::vector<NamedView> Exchange::state() const {
+  auto s = own_state();
+  if (m_common.averaging.has_outer_state()) {
+    // Identical on every rank: an elastic restart gives each new rank the old ranks' mean.
+    s.push_back({"outer_anchor", m_anchor, StateMerge::mean});
+    s.push_back({"outer_velocity", m_velocity, StateMerge::mean});
+  }
+  return s;
+}
+
+std::vector<PlannedCollective> Exchange::step_traffic() const {
+  auto t = own_traffic();
+  const AveragingOptions& a = m_common.averaging;
+  if (a.every > 0) {
+    PlannedCollective average{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(m_size)};
+    average.every = a.every;
+    t.push_back(average);
+    // The first moment's average: the same all-reduce again.
+    if (a.state_at_average == StateAtAverage::average) t.push_back(average);
+  }
+  return t;
 }
 
 void Exchange::step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr) {
@@ -45,7 +115,15 @@ void Exchange::step(const FloatView& params, const FloatView& grad, Optimizer& o
   // The caller's kernels on this instance may still run: finish them outside our clocks.
   m_exec.fence();
   StepStats stats;
+  const AveragingOptions& a = m_common.averaging;
+  // The outer optimizer starts from the model at which the replicas begin to differ. A resumed
+  // run past that step has it from the checkpoint.
+  if (a.has_outer_state() && steps() == synchronous_steps()) {
+    Kokkos::deep_copy(m_exec, m_anchor, params);
+    Kokkos::deep_copy(m_exec, m_velocity, 0.0f);
+  }
   do_step(StepKey(), params, grad, opt, lr, stats);
+  if (a.every > 0 && (steps() + 1) % a.every == 0) synchronise(params, opt, stats);
   m_stats.last_step = stats;
   m_stats.total += stats;
   ++m_stats.steps;
@@ -61,6 +139,37 @@ void Exchange::average_replicas(const FloatView& params, const FloatView& out) {
   scale(out, 1.0f / static_cast<float>(m_comm->size()));
   m_exec.fence();
   m_stats.averaging += stats;
+}
+
+void Exchange::synchronise(const FloatView& params, Optimizer& opt, StepStats& stats) {
+  const AveragingOptions& a = m_common.averaging;
+  const float inverse_p = static_cast<float>(1.0 / static_cast<double>(m_comm->size()));
+  allreduce_sum(params, stats);
+  scale(params, inverse_p);
+  // Averages inside a dense warm-up change nothing (the replicas are equal) and come before the
+  // anchor exists: they stay plain.
+  if (a.has_outer_state() && steps() + 1 > synchronous_steps()) {
+    Stopwatch clock;
+    outer_step(m_exec, params, m_anchor, m_velocity, static_cast<float>(a.outer_lr),
+               static_cast<float>(a.outer_momentum), a.outer == OuterOptimizer::nesterov);
+    m_exec.fence();
+    stats.optimizer_s += clock.seconds();
+  }
+  if (a.state_at_average != StateAtAverage::keep) {
+    // The first moment is the optimizer's first state tensor (momentum buffer, Adam's m).
+    const std::vector<NamedView> state = opt.state();
+    if (state.empty())
+      throw InvalidArgument(name() + ": state at average " + to_string(a.state_at_average) +
+                            " needs an optimizer with a first moment (momentum or Adam)");
+    const FloatView& first = state.front().view;
+    if (a.state_at_average == StateAtAverage::average) {
+      allreduce_sum(first, stats);
+      scale(first, inverse_p);
+    } else {
+      Kokkos::deep_copy(m_exec, first, 0.0f);
+    }
+  }
+  m_exec.fence();
 }
 
 void Exchange::allreduce_sum(const FloatView& data, StepStats& stats) {

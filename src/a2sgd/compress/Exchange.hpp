@@ -7,6 +7,7 @@
 
 #include <a2sgd/comm/Communicator.hpp>
 #include <a2sgd/comm/NetworkModel.hpp>
+#include <a2sgd/compress/ModelAveraging.hpp>
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/optim/Optimizer.hpp>
@@ -22,6 +23,9 @@ struct CommonExchangeOptions {
   /// Hand device pointers straight to MPI (CUDA/ROCm-aware MPI). When false and the data lives in
   /// memory the host cannot read, dense payloads are staged through a host buffer.
   bool gpu_aware_mpi = false;
+  /// Periodic model averaging and the outer optimizer at each average (ModelAveraging.hpp): a
+  /// policy of every method, applied by Exchange::step() after the method's own step.
+  AveragingOptions averaging;
 };
 
 /// One data-parallel gradient exchange method on a flat buffer of n float32 values.
@@ -45,14 +49,20 @@ class Exchange {
 
   /// Method name as selected by make_exchange(): "dense", "a2sgd", ...
   virtual std::string name() const = 0;
-  /// Options that define the method, as (key, value) text, for logs and checkpoint metadata.
-  virtual std::vector<std::pair<std::string, std::string>> options() const = 0;
-  /// Per-rank state of the method (e.g. the A2SGD residual); restored in place on restart.
-  virtual std::vector<NamedView> state() const { return {}; }
-  /// The collectives of one regular step (for A2SGD: after warm-up, without periodic model
-  /// averaging) and the bytes this rank hands to MPI in each: the formulas of docs/methods.md.
-  /// stats().last_step.bytes_sent equals their sum.
-  virtual std::vector<PlannedCollective> step_traffic() const = 0;
+  /// Options that define the method, as (key, value) text, for logs and checkpoint metadata: the
+  /// method's own, then the averaging policy's where it differs from the defaults.
+  std::vector<std::pair<std::string, std::string>> options() const;
+  /// Per-rank state, restored in place on restart: the method's own (e.g. the A2SGD residual),
+  /// then the outer optimizer's ("outer_anchor", the model of the last synchronisation, and
+  /// "outer_velocity"; both identical on every rank) when one is set.
+  std::vector<NamedView> state() const;
+  /// The collectives of one regular step (for A2SGD: after warm-up) and the bytes this rank hands
+  /// to MPI in each: the method's own (the formulas of docs/methods.md), then the periodic
+  /// average's (every = K). stats().last_step.bytes_sent equals their sum on a step without an
+  /// average.
+  std::vector<PlannedCollective> step_traffic() const;
+  /// The averaging policy this exchange applies after its steps.
+  const AveragingOptions& averaging() const noexcept { return m_common.averaging; }
 
   /// One training step (collective): exchanges this rank's gradient `grad` (n values; it may be
   /// used as scratch space and is left unspecified) and applies `opt` with learning rate `lr`
@@ -81,15 +91,24 @@ class Exchange {
   const ExecutionSpace& exec() const noexcept { return m_exec; }
 
  protected:
-  /// `signature` identifies method and options; ranks must agree on it and on n.
+  /// `signature` identifies method and options; ranks must agree on it, on the averaging policy
+  /// and on n. A non-empty `problem` (a method's own verdict on its options) fails the
+  /// construction on every rank with that message.
   Exchange(const Communicator& comm, Index n, const ExecutionSpace& exec, const CommonExchangeOptions& common,
-           const std::string& signature);
+           const std::string& signature, const std::string& problem = "");
 
   /// The method's step; add costs to `stats` (zeroed by the caller). Only step() can call it: it
   /// alone makes a StepKey, so an override that has to be public stays behind step()'s checks and
   /// accounting.
   virtual void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                        StepStats& stats) = 0;
+  /// The method's own parts of options(), state() and step_traffic().
+  virtual std::vector<std::pair<std::string, std::string>> own_options() const = 0;
+  virtual std::vector<NamedView> own_state() const { return {}; }
+  virtual std::vector<PlannedCollective> own_traffic() const = 0;
+  /// Steps at the start of a run after which the replicas are still identical (a dense warm-up):
+  /// the outer optimizer's anchor is the model after them.
+  virtual std::uint64_t synchronous_steps() const { return 0; }
 
   /// In-place sum over ranks of a float buffer, staged through the host when MPI cannot read it.
   void allreduce_sum(const FloatView& data, StepStats& stats);
@@ -113,12 +132,18 @@ class Exchange {
   const CommonExchangeOptions& common_options() const noexcept { return m_common; }
 
  private:
+  /// The periodic average after a step (stats: that step's).
+  void synchronise(const FloatView& params, Optimizer& opt, StepStats& stats);
+
   const Communicator* m_comm;
   Index m_size;
   ExecutionSpace m_exec;
   CommonExchangeOptions m_common;
   ExchangeStats m_stats;
   Kokkos::View<std::int64_t, MemorySpace> m_non_finite;
+  // The outer optimizer's state (empty unless AveragingOptions::has_outer_state()).
+  FloatView m_anchor;
+  FloatView m_velocity;
   // Host copies of collective payloads, grown to the largest seen (the first step allocates them).
   Kokkos::View<char*, Kokkos::HostSpace> m_host_send;
   Kokkos::View<char*, Kokkos::HostSpace> m_host_recv;

@@ -26,6 +26,7 @@
 #include <a2sgd/optim/Optimizer.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,13 +43,15 @@ struct ExchangeContext {
   ExecutionSpace exec;
 };
 
-/// What a method may set before a run: its own options that the user left at their defaults
-/// (OptionValues::suggest), and optimizer settings the user did not give (`optimizer_given` holds
-/// the names of those given: "epsilon", ...).
+/// What a method may set before a run: its own options and the averaging policy's
+/// (averaging_option_specs()) that the user left at their defaults (OptionValues::suggest), and
+/// optimizer settings the user did not give (`optimizer_given` holds the names of those given:
+/// "epsilon", ...).
 struct Recommendation {
   OptionValues& options;
   OptimizerConfig& optimizer;
   std::vector<std::string> optimizer_given;
+  OptionValues& averaging;
 };
 
 /// A registered method.
@@ -64,8 +67,13 @@ struct ExchangeMethod {
   /// Memory traffic of one SGD step's kernels on n values; `payload`: the bytes this rank sends
   /// per step, p: ranks.
   std::function<KernelTraffic(double n, double payload, int p)> kernel_traffic;
-  /// Optional: throws InvalidArgument when the options cannot work with this optimizer.
-  std::function<void(const OptionValues&, const OptimizerConfig&)> check_optimizer;
+  /// Optional: throws InvalidArgument when the options cannot work with this optimizer and
+  /// averaging policy.
+  std::function<void(const OptionValues&, const OptimizerConfig&, const AveragingOptions&)> check_optimizer;
+  /// Own options that are other names of averaging options (own name -> averaging option name),
+  /// kept for command lines written before averaging was every method's: an application reads
+  /// either and refuses the two set differently.
+  std::map<std::string, std::string> averaging_aliases;
   /// Optional: settings that make the method train with this optimizer (see Recommendation).
   std::function<void(Recommendation&)> recommend;
 };

@@ -106,20 +106,20 @@ PowerSgdExchange::PowerSgdExchange(const Communicator& comm, const std::vector<T
   Kokkos::deep_copy(m_q, host_q);
 }
 
-std::vector<std::pair<std::string, std::string>> PowerSgdExchange::options() const {
+std::vector<std::pair<std::string, std::string>> PowerSgdExchange::own_options() const {
   return {{"rank", std::to_string(m_options.rank)},
           {"seed", std::to_string(m_options.seed)},
           {"compressed_tensors", std::to_string(m_blocks.size())},
           {"dense_tensors", std::to_string(m_dense.size())}};
 }
 
-std::vector<PlannedCollective> PowerSgdExchange::step_traffic() const {
+std::vector<PlannedCollective> PowerSgdExchange::own_traffic() const {
   std::vector<PlannedCollective> t = {{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(p_payload())}};
   if (q_payload() > 0) t.push_back({CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(q_payload())});
   return t;
 }
 
-std::vector<NamedView> PowerSgdExchange::state() const {
+std::vector<NamedView> PowerSgdExchange::own_state() const {
   std::vector<NamedView> s = {{"residual", m_residual, StateMerge::conserve_sum}};
   if (m_q.extent(0) > 0) s.push_back({"powersgd_q", m_q, StateMerge::mean});
   return s;

@@ -36,9 +36,9 @@ class PowerSgdExchange final : public Exchange {
                    const CommonExchangeOptions& common = {}, const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "powersgd"; }
-  std::vector<PlannedCollective> step_traffic() const override;
-  std::vector<std::pair<std::string, std::string>> options() const override;
-  std::vector<NamedView> state() const override;
+  std::vector<PlannedCollective> own_traffic() const override;
+  std::vector<std::pair<std::string, std::string>> own_options() const override;
+  std::vector<NamedView> own_state() const override;
   const FloatView& residual() const noexcept { return m_residual; }
 
   /// One compressed tensor: its place in the flat buffer, its matrix shape and the offsets of

@@ -17,7 +17,7 @@ QsgdExchange::QsgdExchange(const Communicator& comm, Index n, const QsgdOptions&
       m_words("a2sgd::compress::qsgd_words", static_cast<std::size_t>(payload_words())),
       m_all("a2sgd::compress::qsgd_all", static_cast<std::size_t>(payload_words() * comm.size())) {}
 
-std::vector<std::pair<std::string, std::string>> QsgdExchange::options() const {
+std::vector<std::pair<std::string, std::string>> QsgdExchange::own_options() const {
   return {{"levels", std::to_string(m_options.levels)},
           {"bits", std::to_string(m_codec.bits())},
           {"seed", std::to_string(m_options.seed)}};

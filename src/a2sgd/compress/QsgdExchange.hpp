@@ -27,10 +27,10 @@ class QsgdExchange final : public Exchange {
                const CommonExchangeOptions& common = {}, const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "qsgd"; }
-  std::vector<PlannedCollective> step_traffic() const override {
+  std::vector<PlannedCollective> own_traffic() const override {
     return {{CollectiveKind::allgather, 4u * static_cast<std::uint64_t>(payload_words())}};
   }
-  std::vector<std::pair<std::string, std::string>> options() const override;
+  std::vector<std::pair<std::string, std::string>> own_options() const override;
 
   /// Bits per entry: ceil(log2(s + 1)) level bits plus the sign bit.
   int bits() const noexcept { return m_codec.bits(); }

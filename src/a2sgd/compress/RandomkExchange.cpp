@@ -40,7 +40,7 @@ RandomkExchange::RandomkExchange(const Communicator& comm, Index n, const Random
   m_values = FloatView("a2sgd::randomk::values", static_cast<std::size_t>(m_k));
 }
 
-std::vector<std::pair<std::string, std::string>> RandomkExchange::options() const {
+std::vector<std::pair<std::string, std::string>> RandomkExchange::own_options() const {
   return {
       {"ratio", std::to_string(m_options.ratio)}, {"k", std::to_string(m_k)}, {"seed", std::to_string(m_options.seed)}};
 }

@@ -42,7 +42,7 @@ TopkExchange::TopkExchange(const Communicator& comm, Index n, const TopkOptions&
   m_gathered = decltype(m_gathered)("a2sgd::topk::gathered", k * static_cast<std::size_t>(comm.size()));
 }
 
-std::vector<std::pair<std::string, std::string>> TopkExchange::options() const {
+std::vector<std::pair<std::string, std::string>> TopkExchange::own_options() const {
   return {{"ratio", std::to_string(m_options.ratio)}, {"k", std::to_string(m_k)}};
 }
 

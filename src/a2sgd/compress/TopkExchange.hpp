@@ -29,11 +29,11 @@ class TopkExchange final : public Exchange {
                const CommonExchangeOptions& common = {}, const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "topk"; }
-  std::vector<PlannedCollective> step_traffic() const override {
+  std::vector<PlannedCollective> own_traffic() const override {
     return {{CollectiveKind::allgather, 8u * static_cast<std::uint64_t>(m_k)}};
   }
-  std::vector<std::pair<std::string, std::string>> options() const override;
-  std::vector<NamedView> state() const override { return {{"residual", m_residual}}; }
+  std::vector<std::pair<std::string, std::string>> own_options() const override;
+  std::vector<NamedView> own_state() const override { return {{"residual", m_residual}}; }
 
   Index k() const noexcept { return m_k; }
   const FloatView& residual() const noexcept { return m_residual; }

@@ -66,6 +66,8 @@ struct TrainingDefaults {
   /// Exchange options by method (method -> option -> value) that make the methods train this
   /// model well (docs/convergence.md for A2SGD's).
   std::map<std::string, std::map<std::string, std::string>> exchange_options;
+  /// The averaging policy's options (averaging_option_specs()) by method, likewise.
+  std::map<std::string, std::map<std::string, std::string>> averaging;
 };
 
 /// A registered model.

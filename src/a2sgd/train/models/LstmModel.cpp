@@ -81,9 +81,9 @@ A2SGD_REGISTER_MODEL(lstm) {
   };
   // A2SGD at dense quality (docs/convergence.md): the embedding and decoder need means of their own,
   // rows of words absent from a batch must not move, and the replicas an average every 200 steps
-  // (0.5% of dense's traffic).
-  k.defaults.exchange_options = {
-      {"a2sgd", {{"granularity", "layer"}, {"zero-gradient", "hold"}, {"average-every", "200"}}}};
+  // (0.5% of dense's traffic). Local SGD averages at the same period: the same bytes.
+  k.defaults.exchange_options = {{"a2sgd", {{"granularity", "layer"}, {"zero-gradient", "hold"}}}};
+  k.defaults.averaging = {{"a2sgd", {{"average-every", "200"}}}, {"local", {{"average-every", "200"}}}};
   k.check_options = [](const OptionValues& o) {
     lstm_config(o);
     bptt(o);

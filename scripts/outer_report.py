@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""The outer-optimizer study's tables (scripts/outer_study.sh; docs/convergence.md, "Local SGD,
+DiLoCo and A2SGD at equal bytes").
+
+Reads DIR/<model>_p<ranks>_<optimizer>/<config>.jsonl, where <config> is a convergence_study.sh
+name ending in -lr<X> (the screened rate) and, past seed 1, -s<N>. Per group (a cell):
+- dense: the tuned rate's runs at every seed; its curve is the seeds' mean at each evaluation;
+- the target is the model's rule applied to that mean curve's final value (mlp: - 0.01; lstm:
+  x 1.1), and a method reaches it when the mean curve of its seeds does (interpolated as in
+  convergence_report.py);
+- every other configuration (its name without rate and seed) is shown at its best screened rate:
+  the fewest steps to seed 1's dense target at seed 1, then the best final value;
+- the spread: each seed's own steps to the target and final value (min - max).
+
+Usage: outer_report.py DIR                 markdown tables of every cell to stdout
+       outer_report.py --best GROUP BASE...  the best screened configuration of each BASE (one a line)
+"""
+import argparse
+import math
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from convergence_report import MODELS  # noqa: E402
+from paper_report import load_run  # noqa: E402
+
+NAME = re.compile(r"^(?P<base>.+?)-lr(?P<lr>[0-9.e]+)(?P<rest>(?:-[a-z][a-z0-9.]*?)*?)(?:-s(?P<seed>[0-9]+))?$")
+
+
+def parse_name(config):
+    """(base, rate, seed) of a configuration name; base keeps any part after the rate."""
+    m = NAME.match(config)
+    if not m:
+        return None
+    return m.group("base") + m.group("rest"), m.group("lr"), int(m.group("seed") or 1)
+
+
+def load_group(directory):
+    """{(base, rate): {seed: run}} of a cell, each run {evals, summary}."""
+    runs = {}
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".jsonl"):
+            continue
+        parsed = parse_name(name[:-len(".jsonl")])
+        if parsed is None:
+            continue
+        evals, summary, _, diverged = load_run(os.path.join(directory, name))
+        base, rate, seed = parsed
+        runs.setdefault((base, rate), {})[seed] = dict(evals=evals, summary=summary, diverged=diverged is not None)
+    return runs
+
+
+def model_of(directory):
+    return os.path.basename(os.path.normpath(directory)).split("_")[0]
+
+
+def mean_curve(seeds, key):
+    """The seeds' mean at every evaluation step they all have (finished runs only), or []."""
+    runs = [r for r in seeds.values() if r["summary"] and r["evals"]]
+    if not runs:
+        return []
+    steps = sorted(set.intersection(*({e["step"] for e in r["evals"]} for r in runs)))
+    by_step = [{e["step"]: e[key] for e in r["evals"]} for r in runs]
+    return [{"step": s, key: sum(b[s] for b in by_step) / len(by_step)} for s in steps]
+
+
+def final(run, key):
+    return run["evals"][-1][key] if run["evals"] else None
+
+
+def score(run, key, target, m):
+    """Sort key of a screened run: fewest steps to the target, then the best final value."""
+    steps = m["reach"](run["evals"], key, target) if run["summary"] else None
+    last = final(run, key) if run["summary"] else None
+    if last is None or not math.isfinite(last):
+        return (math.inf, math.inf)
+    return (steps if steps is not None else math.inf, last if m["lower"] else -last)
+
+
+def dense_key(runs):
+    keys = [k for k in runs if k[0] == "dense"]
+    if len(keys) != 1:
+        raise SystemExit(f"outer_report.py: expected one tuned dense rate in the cell, found {len(keys)}")
+    return keys[0]
+
+
+def best_rates(runs, bases, m):
+    """The best screened (base, rate) for each base, judged at seed 1 against seed 1's dense."""
+    key = m["key"] + "_averaged"
+    dense = runs[dense_key(runs)].get(1)
+    if not dense or not dense["summary"]:
+        raise SystemExit("outer_report.py: the cell has no finished dense run at seed 1")
+    target = m["target"](final(dense, key))
+    chosen = {}
+    for base in bases:
+        candidates = [(score(seeds[1], key, target, m), k) for k, seeds in runs.items() if k[0] == base and 1 in seeds]
+        if candidates:
+            chosen[base] = min(candidates)[1]
+    return chosen
+
+
+def cell_rows(directory):
+    """The rows of a cell: dense first, then each configuration at its best rate."""
+    m = MODELS[model_of(directory)]
+    key = m["key"] + "_averaged"
+    runs = load_group(directory)
+    dk = dense_key(runs)
+    dense_curve = mean_curve(runs[dk], key)
+    if not dense_curve:
+        return None
+    target = m["target"](dense_curve[-1][key])
+    dense_steps = m["reach"](dense_curve, key, target)
+    dense_bytes = next(r["summary"]["bytes_per_step"] for r in runs[dk].values() if r["summary"])
+    bases = sorted({k[0] for k in runs if k[0] != "dense"})
+    rows = [dict(config=f"{dk[0]}-lr{dk[1]}", **_row(runs[dk], key, target, dense_steps, dense_bytes, m))]
+    for base, best in sorted(best_rates(runs, bases, m).items()):
+        rows.append(dict(config=f"{base}-lr{best[1]}", **_row(runs[best], key, target, dense_steps, dense_bytes, m)))
+    return dict(target=target, dense_steps=dense_steps, rows=rows, rule=m["rule"], fmt=m["fmt"])
+
+
+def _row(seeds, key, target, dense_steps, dense_bytes, m):
+    done = {s: r for s, r in seeds.items() if r["summary"]}
+    curve = mean_curve(done, key)
+    steps = m["reach"](curve, key, target) if curve else None
+    per_seed = [m["reach"](r["evals"], key, target) for r in done.values()]
+    finals = [final(r, key) for r in done.values()]
+    # Everything the run sent (steps, averages, the final average), per step.
+    sent = [r["summary"]["total_comm_bytes"] / r["summary"]["steps"] for r in done.values()]
+    return dict(seeds=sorted(done), steps=steps, ratio=None if steps is None or not dense_steps else steps / dense_steps,
+                per_seed=per_seed, final=curve[-1][key] if curve else None, finals=finals,
+                bytes_share=(sum(sent) / len(sent)) / dense_bytes if sent and dense_bytes else None,
+                diverged=sum(r["diverged"] for r in seeds.values()))
+
+
+def _steps_text(row, dense_steps):
+    if row["steps"] is None:
+        return "not reached"
+    reached = [s for s in row["per_seed"] if s is not None]
+    spread = (f"; seeds {min(reached) / dense_steps:.2f}-{max(reached) / dense_steps:.2f}x" if reached and dense_steps
+              else "")
+    missed = len(row["per_seed"]) - len(reached)
+    spread += f", {missed} seed{'s' if missed > 1 else ''} not reached" if missed else ""
+    return f"{row['steps']:,.0f} ({row['ratio']:.2f}x{spread})"
+
+
+def cell_markdown(title, cell):
+    f = cell["fmt"]
+    rule = cell["rule"].replace("dense's final", "dense's mean final")
+    lines = [f"**{title}**: target {cell['target']:{f}} ({rule})", "",
+             "| configuration (best rate) | seeds | steps to target (x dense; each seed) | final, mean (seeds' range) "
+             "| bytes (x dense) |", "|---|---|---|---|---|"]
+    for row in cell["rows"]:
+        finals = [x for x in row["finals"] if x is not None]
+        final_text = "-" if row["final"] is None else (
+            f"{row['final']:{f}} ({min(finals):{f}}-{max(finals):{f}})" if len(finals) > 1 else f"{row['final']:{f}}")
+        share = "-" if row["bytes_share"] is None else f"{100 * row['bytes_share']:.2f}%"
+        seeds = ",".join(map(str, row["seeds"])) + (f" ({row['diverged']} diverged)" if row["diverged"] else "")
+        lines.append(f"| {row['config']} | {seeds} | {_steps_text(row, cell['dense_steps'])} | {final_text} | {share} |")
+    return "\n".join(lines)
+
+
+def report(directory):
+    out = []
+    for name in sorted(os.listdir(directory), key=_cell_order):
+        path = os.path.join(directory, name)
+        if not os.path.isdir(path) or name.count("_") != 2:
+            continue
+        cell = cell_rows(path)
+        if cell:
+            model, ranks, optimizer = name.split("_")
+            out.append(cell_markdown(f"{model.upper()}, {ranks[1:]} ranks, {optimizer}", cell))
+    return "\n\n".join(out)
+
+
+def _cell_order(name):
+    parts = name.split("_")
+    if len(parts) != 3:
+        return (name, 0, 0)
+    return (parts[0], int(parts[1][1:]) if parts[1][1:].isdigit() else 0,
+            ["sgd", "momentum", "adam"].index(parts[2]) if parts[2] in ("sgd", "momentum", "adam") else 9)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("directory")
+    ap.add_argument("bases", nargs="*")
+    ap.add_argument("--best", action="store_true", help="print the best screened configuration of each base")
+    a = ap.parse_args()
+    if a.best:
+        runs = load_group(a.directory)
+        chosen = best_rates(runs, a.bases, MODELS[model_of(a.directory)])
+        missing = [b for b in a.bases if b not in chosen]
+        if missing:
+            raise SystemExit(f"outer_report.py: no screened run at seed 1 of {', '.join(missing)} in {a.directory}")
+        for base in a.bases:
+            print(f"{base}-lr{chosen[base][1]}")
+        return
+    print(report(a.directory))
+
+
+if __name__ == "__main__":
+    main()
