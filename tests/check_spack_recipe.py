@@ -79,7 +79,7 @@ print(f"repository {os.path.relpath(REPO, SOURCE)}: namespace {namespace}, api v
 
 
 # ---- a stand-in for the parts of Spack's package API the recipe uses ----
-directives = {"version": [], "variant": [], "depends_on": [], "conflicts": [], "extends": []}
+directives = {"version": [], "variant": [], "depends_on": [], "conflicts": [], "extends": [], "license": []}
 
 
 def _record(kind):
@@ -163,7 +163,7 @@ def _install_stand_in():
     package = types.ModuleType("spack.package")
     for kind in directives:
         setattr(package, kind, _record(kind))
-    for name in ("maintainers", "license", "tags"):
+    for name in ("maintainers", "tags"):
         setattr(package, name, lambda *a, **k: None)
     package.join_path = os.path.join
     package.Executable = lambda *a, **k: None
@@ -403,6 +403,16 @@ else:
     default = preferred[0] if preferred else (max(numeric, key=lambda v: tuple(int(x) for x in v.split(".")))
                                               if numeric else versions[0][0])
     print(f"versions {[n for n, _ in versions]}: fetchable from a clone; `spack install a2sgd` takes {default}")
+
+# The license: the recipe's names the tree's LICENSE (Apache 2.0 with the LLVM exception).
+licenses = [args[0] for args, _ in directives["license"]]
+if licenses != ["Apache-2.0 WITH LLVM-exception"]:
+    fail(f"license directives {licenses}: expected one, 'Apache-2.0 WITH LLVM-exception' (LICENSE)")
+license_text = open(os.path.join(SOURCE, "LICENSE")).read() if os.path.exists(os.path.join(SOURCE, "LICENSE")) else ""
+if "Apache License" not in license_text or "LLVM Exceptions to the Apache 2.0 License" not in license_text:
+    fail("LICENSE is not the Apache 2.0 license with the LLVM exceptions that the recipe declares")
+else:
+    print(f"license {licenses[0]}: the recipe's, as LICENSE states it")
 
 if failures:
     print(f"{len(failures)} problem(s) in {RECIPE}")

@@ -28,6 +28,10 @@ class A2sgd(CMakePackage, CudaPackage, ROCmPackage):
     # that a plain `spack install a2sgd` takes it.
     version("main", branch="main", preferred=True)
 
+    # The license of the whole tree (LICENSE): Apache 2.0 with the LLVM exception, as Kokkos 4 and
+    # Kokkos Kernels.
+    license("Apache-2.0 WITH LLVM-exception")
+
     variant("openmp", default=False, description="Kokkos OpenMP backend on the host (else Serial)")
     variant("apps", default=True, description="a2sgd-train, a2sgd-bench, a2sgd-checkpoint, the example")
     variant("tests", default=False, description="Build the Catch2/CTest suite (run by `spack install --test=root`)")
