@@ -174,9 +174,10 @@ config_options() {
       echo "${run[*]} --lr-warmup-steps $lrw --average-every $every --local-warmup-steps $warmup" \
         "--outer-optimizer $outer --outer-lr $olr --outer-momentum $om" ;;
     a2sgd)
-      # Stated only when not the default, so that earlier runs' command lines stay as they were.
+      # Stated only when not the default, so that earlier runs' command lines stay as they were;
+      # the outer optimizer always, since a model may default to one (the MLP's A2SGD does).
       [[ $state == keep ]] || run+=(--a2sgd-state-at-average "$state")
-      [[ $outer == average ]] || run+=(--outer-optimizer "$outer" --outer-lr "$olr" --outer-momentum "$om")
+      run+=(--outer-optimizer "$outer" --outer-lr "$olr" --outer-momentum "$om")
       echo "${run[*]} --lr-warmup-steps $lrw --a2sgd-granularity $granularity --a2sgd-average-every $every" \
         "--a2sgd-residual $residual --a2sgd-averaging $averaging --a2sgd-zero-gradient $zeros" \
         "--a2sgd-warmup-steps $warmup --a2sgd-moments $moments" ;;

@@ -583,6 +583,41 @@ def pytorch_example(root):
                                            f"SGD lr {r['lr']:g}, seed {r['seed']}, {r['parameters']:,} parameters")]
 
 
+TORCH_LOCAL = "docs/results/pytorch/local-sgd"
+TORCH_LOCAL_LABELS = {"torch-postlocal": "torch PostLocalSGDOptimizer + PeriodicModelAverager",
+                      "a2sgd-local": "a2sgd.torch PeriodicAverager (plain average)",
+                      "a2sgd-diloco": "a2sgd.torch PeriodicAverager, outer Nesterov (0.7, 0.9)",
+                      "a2sgd-hook": "a2sgd_hook + PeriodicAverager (plain)",
+                      "a2sgd-hook-diloco": "a2sgd_hook + PeriodicAverager, outer Nesterov"}
+
+
+@generator("pytorch-local-sgd", TORCH_LOCAL)
+def pytorch_local_sgd(root):
+    import json
+    tables = {}
+    for name in sorted(os.listdir(os.path.join(root, TORCH_LOCAL))):
+        if name.startswith("local_sgd_m") and name.endswith(".json"):
+            with open(os.path.join(root, TORCH_LOCAL, name)) as f:
+                runs = json.load(f)
+            tables[runs[0]["momentum"]] = runs
+    if not tables:
+        raise SystemExit(f"docs_blocks.py: no local_sgd_m*.json in {TORCH_LOCAL}")
+    momenta = sorted(tables, reverse=True)
+    lines = ["| run | " + " | ".join(f"test accuracy, momentum {m:g} (lr {tables[m][0]['lr']:g})" for m in momenta)
+             + " | bytes per step and rank |", "|---|" + "---|" * (len(momenta) + 1)]
+    for i, r in enumerate(tables[momenta[0]]):
+        accs = " | ".join(f"{tables[m][i]['test_accuracy']:.4f}" for m in momenta)
+        lines.append(f"| {TORCH_LOCAL_LABELS.get(r['run'], r['run'])} | {accs} | {r['bytes_per_step']:,.0f} |")
+    r = tables[momenta[0]][0]
+    same = all(t[0]["checksum"] == t[1]["checksum"] for t in tables.values()
+               if [x["run"] for x in t[:2]] == ["torch-postlocal", "a2sgd-local"])
+    lines += ["", ("torch's and a2sgd's plain averager deploy the same model at every momentum (equal parameter sums)"
+                   if same else "torch's and a2sgd's plain averager deploy different models") + "."]
+    return lines + ["", source_line(TORCH_LOCAL, f"`examples/torch/local_sgd.py`: {r['ranks']} ranks, {r['steps']} steps, "
+                                                 f"{r['warmup']} all-reduced steps, an average every {r['period']}, "
+                                                 f"seed {r['seed']}")]
+
+
 @generator("pytorch-hook-compute", TORCH)
 def pytorch_hook_compute(root):
     import json
@@ -1060,6 +1095,28 @@ def render(root, path, cache):
         blocks.append((name, old, new))
         out += new
     return "\n".join(out), blocks, errors
+
+
+# ---- the outer-optimizer study (docs/convergence.md) ----
+OUTER = "docs/results/outer"
+
+
+@generator("outer-study-mlp", OUTER)
+def outer_study_mlp(root):
+    import outer_report
+    text = outer_report.report(os.path.join(root, OUTER))
+    if not text:
+        raise SystemExit(f"docs_blocks.py: no finished cell in {OUTER}")
+    return text.split("\n") + ["", source_line(OUTER, "`scripts/outer_report.py`; runs: `scripts/outer_study.sh`")]
+
+
+@generator("outer-verdict-mlp", OUTER)
+def outer_verdict_mlp(root):
+    import outer_report
+    return outer_report.verdict(os.path.join(root, OUTER)).split("\n") + [
+        "", source_line(OUTER, "`scripts/outer_report.py --verdict`: steps to tuned dense's mean final test accuracy "
+                               "- 1 point, as multiples of dense's, each configuration at its best rate, mean of "
+                               "3 seeds")]
 
 
 def main():

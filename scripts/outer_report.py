@@ -173,6 +173,48 @@ def report(directory):
     return "\n\n".join(out)
 
 
+def _ratio_text(row):
+    if row is None:
+        return "-"
+    if row["ratio"] is None:
+        return "not reached"
+    reached = [x for x in row["per_seed"] if x is not None]
+    return f"{row['ratio']:.2f}x" + (f" ({len(row['per_seed']) - len(reached)} of {len(row['per_seed'])} seeds not)"
+                                    if len(reached) < len(row["per_seed"]) else "")
+
+
+def verdict(directory):
+    """One line per cell: A2SGD before the study, A2SGD's defaults now (the outer step), local SGD at
+    the same bytes, local SGD with the outer step; steps to the target as multiples of dense's."""
+    lines = ["| cell (MLP) | A2SGD before (pure with SGD; every 100 otherwise) | A2SGD's defaults now (every 100, "
+             "outer Nesterov) | local SGD, the same bytes | local SGD + outer Nesterov (DiLoCo), the same bytes | "
+             "A2SGD's defaults against the better local SGD |", "|---|---|---|---|---|---|"]
+    for name in sorted(os.listdir(directory), key=_cell_order):
+        path = os.path.join(directory, name)
+        if not os.path.isdir(path) or name.count("_") != 2:
+            continue
+        cell = cell_rows(path)
+        if not cell:
+            continue
+        by_base = {parse_name(r["config"])[0]: r for r in cell["rows"]}
+        _, ranks, optimizer = name.split("_")
+        before = by_base.get("a2sgd" if optimizer == "sgd" else "a2sgd-k100")
+        now, local, diloco = by_base.get("a2sgd-k100-diloco"), by_base.get("local-k100"), by_base.get(
+            "local-k100-diloco")
+        best_local = min((r for r in (local, diloco) if r and r["steps"] is not None), key=lambda r: r["steps"],
+                         default=None)
+        if now and now["steps"] is not None and best_local:
+            against = (f"A2SGD {best_local['steps'] / now['steps']:.2f}x faster" if now["steps"] <= best_local["steps"]
+                       else f"local SGD {now['steps'] / best_local['steps']:.2f}x faster")
+        elif now and now["steps"] is not None:
+            against = "only A2SGD reaches the target"
+        else:
+            against = "A2SGD does not reach the target" + ("" if best_local else "; neither does local SGD")
+        lines.append(f"| {ranks[1:]} ranks, {optimizer} | {_ratio_text(before)} | {_ratio_text(now)} | "
+                     f"{_ratio_text(local)} | {_ratio_text(diloco)} | {against} |")
+    return "\n".join(lines)
+
+
 def _cell_order(name):
     parts = name.split("_")
     if len(parts) != 3:
@@ -186,6 +228,7 @@ def main():
     ap.add_argument("directory")
     ap.add_argument("bases", nargs="*")
     ap.add_argument("--best", action="store_true", help="print the best screened configuration of each base")
+    ap.add_argument("--verdict", action="store_true", help="print the one-line-per-cell verdict table")
     a = ap.parse_args()
     if a.best:
         runs = load_group(a.directory)
@@ -196,7 +239,7 @@ def main():
         for base in a.bases:
             print(f"{base}-lr{chosen[base][1]}")
         return
-    print(report(a.directory))
+    print(verdict(a.directory) if a.verdict else report(a.directory))
 
 
 if __name__ == "__main__":

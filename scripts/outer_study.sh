@@ -3,8 +3,10 @@
 # each cell (model, rank count, optimizer) tuned dense, A2SGD, local SGD at the same period, both
 # with DiLoCo's outer Nesterov step, and local SGD at the period that spends the whole traffic
 # budget. Every method but dense is screened over three learning rates at seed 1 (dense's rate is
-# the convergence study's tuned one); the best rate of each (fewest steps to seed 1's dense target,
-# then the best final quality) is then run at seeds 2 and 3, dense at all three. Runs are those of
+# the convergence study's tuned one), and where the best of them is the grid's smallest or
+# largest, over the next rate beyond it (half or twice); the best rate of each (fewest steps to
+# seed 1's dense target, then the best final quality) is then run at seeds 2 and 3, dense at all
+# three. Runs are those of
 # scripts/convergence_study.sh (resumable: finished runs are kept), in DIR/<model>_p<P>_<optimizer>/.
 #
 # Usage: scripts/outer_study.sh [--out DIR] [--build DIR] [--model mlp] [--ranks "4 8 16"]
@@ -69,6 +71,18 @@ for p in $ranks; do
         for lr in $(grid "$opt"); do screened+=" $c-lr$lr"; done
       done
       study --ranks "$p" --optimizers "$opt" --epochs 6 --configs "$screened"
+      # A best rate on the grid's edge: one rate further out.
+      rates=($(grid "$opt"))
+      beyond=""
+      for b in $("$python" "$here/outer_report.py" --best "$out/${model}_p${p}_${opt}" $(configs "$opt")); do
+        rate=${b##*-lr}
+        if [[ $rate == "${rates[0]}" ]]; then
+          beyond+=" ${b%-lr*}-lr$(awk -v r="$rate" 'BEGIN { printf "%g", r / 2 }')"
+        elif [[ $rate == "${rates[-1]}" ]]; then
+          beyond+=" ${b%-lr*}-lr$(awk -v r="$rate" 'BEGIN { printf "%g", r * 2 }')"
+        fi
+      done
+      [[ -z $beyond ]] || study --ranks "$p" --optimizers "$opt" --epochs 6 --configs "$beyond"
     fi
     if [[ $phase != screen ]]; then
       best=$("$python" "$here/outer_report.py" --best "$out/${model}_p${p}_${opt}" $(configs "$opt")) ||

@@ -146,9 +146,10 @@ message(STATUS "ok: --config with override")
 # Projections of the run's exchange to other rank counts and links (docs/scaling.md): the summary
 # holds the alpha-beta model's time for every pair, config.ini the lists, and the kernels' memory
 # traffic is the registry's for the method (A2SGD: 8 bytes per value to compress, 20 to apply).
-# A2SGD's 16-byte all-reduce at 1,024 ranks costs ceil(log2 1024) = 10 rounds of alpha + 16 beta.
+# A2SGD's 16-byte all-reduce at 1,024 ranks costs ceil(log2 1024) = 10 rounds of alpha + 16 beta
+# (the pure exchange: the MLP's default average every 100 steps would add its amortised share).
 file(REMOVE_RECURSE ${WORKDIR}/cli_project)
-execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} ${syn} --compressor a2sgd --steps 2 --eval-every 0
+execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} ${syn} --compressor a2sgd --average-every 0 --steps 2 --eval-every 0
                         --project-ranks 2,1024 --project-links 25:12.5,200:1 --output-dir ${WORKDIR}/cli_project --quiet
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 file(READ ${WORKDIR}/cli_project/config.ini ini)
@@ -179,6 +180,37 @@ foreach(pair "${modelled_comm_s_p1024_25gbps};0.0001250512" "${modelled_comm_s_p
   endif()
 endforeach()
 message(STATUS "ok: --project-ranks and --project-links")
+
+# The MLP's A2SGD defaults (docs/algorithm.md, "The defaults"): an average every 100 steps with the
+# outer Nesterov step, in the start-up line and the effective config.ini; --average-every 0 (or
+# its older name) gives the pure exchange without the outer step; local SGD keeps the plain average.
+foreach(case "a2sgd;-;100;nesterov" "a2sgd;--average-every 0;0;average" "a2sgd;--a2sgd-average-every 0;0;average"
+             "local;-;100;average")
+  list(GET case 0 method)
+  list(GET case 1 extra)
+  list(GET case 2 every)
+  list(GET case 3 outer)
+  if(extra STREQUAL "-")
+    set(extra "")
+  endif()
+  separate_arguments(extra UNIX_COMMAND "${extra}")
+  file(REMOVE_RECURSE ${WORKDIR}/cli_defaults)
+  execute_process(COMMAND ${MPIEXEC} ${NPFLAG} 2 ${_preflags} ${EXE} ${syn} --compressor ${method} ${extra} --steps 1
+                          --eval-every 0 --output-dir ${WORKDIR}/cli_defaults
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  file(READ ${WORKDIR}/cli_defaults/config.ini ini)
+  if(NOT rc EQUAL 0 OR NOT ini MATCHES "\naverage-every = ${every}\nouter-optimizer = ${outer}\n")
+    message(FATAL_ERROR "${method} ${extra}: expected average-every ${every}, outer-optimizer ${outer}:\n${ini}${out}${err}")
+  endif()
+  if(outer STREQUAL "nesterov" AND NOT out MATCHES "replicas averaged every 100 steps \\(outer nesterov, lr 0.7, momentum 0.9")
+    message(FATAL_ERROR "the start-up line does not state the outer step:\n${out}")
+  endif()
+  if(every STREQUAL "0" AND NOT out MATCHES "replicas averaged only at evaluations and at the end")
+    message(STATUS "start-up line:\n${out}")
+    message(FATAL_ERROR "the start-up line does not state that the replicas are not averaged")
+  endif()
+endforeach()
+message(STATUS "ok: the MLP's averaging defaults in the start-up line and config.ini")
 
 # The learning rate follows the optimizer where none is given: Adam's own rate, not SGD's.
 file(REMOVE_RECURSE ${WORKDIR}/cli_adam)

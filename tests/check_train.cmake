@@ -7,9 +7,9 @@ separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
 # Methods that send a fraction of the entries send too few of 2212 at their default 0.001 to
 # learn in 186 steps; an option of another method than METHOD is checked but not used.
 set(_args --topk-ratio 0.05 --randomk-ratio 0.05)
-# Local SGD exchanges at its averages alone: a period that divides the 186 steps, so that the
-# bytes per step equal the plan's amortised ones (six averages).
-if(METHOD STREQUAL "local")
+# Local SGD, and A2SGD on the MLP, average the replicas periodically by default: a period that
+# divides the 186 steps, so that the bytes per step equal the plan's amortised ones (six averages).
+if(METHOD STREQUAL "local" OR METHOD STREQUAL "a2sgd")
   list(APPEND _args --average-every 31)
 endif()
 set(metrics ${WORKDIR}/metrics_${METHOD}.jsonl)

@@ -11,6 +11,7 @@
 #include <a2sgd/compress/LocalExchange.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/Random.hpp>
+#include <a2sgd/train/ModelRegistry.hpp>
 
 #include <cmath>
 #include <limits>
@@ -339,4 +340,37 @@ TEST_CASE("averaging options out of range are refused on every rank", "[outer]")
   a = AveragingOptions{};
   a.state_at_average = StateAtAverage::average;
   refused(a);
+}
+
+TEST_CASE("the models' averaging defaults: the MLP's A2SGD with DiLoCo's outer step, the LSTM's period alone",
+          "[outer][defaults]") {
+  using train::model_kind;
+  for (OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adam}) {
+    INFO(to_string(kind));
+    const auto mlp = model_kind("mlp").defaults.averaging("a2sgd", kind);
+    // Every value the study measured (docs/convergence.md), and a policy that validates.
+    CHECK(mlp == std::map<std::string, std::string>{{"average-every", "100"},
+                                                    {"outer-optimizer", "nesterov"},
+                                                    {"outer-lr", "0.7"},
+                                                    {"outer-momentum", "0.9"}});
+    OptionValues values("averaging", averaging_option_specs());
+    for (const auto& [name, value] : mlp) values.set(name, value);
+    const AveragingOptions a = parse_averaging_options(values);
+    CHECK(a.every == 100);
+    CHECK(a.outer == OuterOptimizer::nesterov);
+    CHECK(a.outer_lr == 0.7);
+    CHECK(a.outer_momentum == 0.9);
+    // Local SGD is local SGD: the plain average (DiLoCo is its --outer-optimizer nesterov).
+    CHECK(model_kind("mlp").defaults.averaging("local", kind).empty());
+    CHECK(model_kind("mlp").defaults.averaging("dense", kind).empty());
+    // The language model: A2SGD's period of 200 steps, and local SGD's the same (the same bytes);
+    // no outer step until the study measures it there.
+    const auto lstm = model_kind("lstm").defaults.averaging("a2sgd", kind);
+    CHECK(lstm == std::map<std::string, std::string>{{"average-every", "200"}});
+    CHECK(model_kind("lstm").defaults.averaging("local", kind) == lstm);
+  }
+  // The rates that go with them on the MLP: momentum 0.02 for A2SGD and local SGD (the study's best).
+  CHECK(model_kind("mlp").defaults.lr("a2sgd", OptimizerKind::momentum) == 0.02);
+  CHECK(model_kind("mlp").defaults.lr("local", OptimizerKind::momentum) == 0.02);
+  CHECK(model_kind("mlp").defaults.lr("dense", OptimizerKind::momentum) == 0.05);
 }

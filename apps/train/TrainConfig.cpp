@@ -97,8 +97,9 @@ po::options_description training_options(Raw& r) {
       "mini-batch size per rank (lstm: token columns; default 20)")(
       "optimizer", po::value(&r.optimizer), "sgd | momentum | adam (default: momentum for a dense mlp, sgd otherwise)")(
       "lr", po::value(&r.lr),
-      "learning rate (default: mlp 0.05 dense, 0.1 otherwise, 0.001 with adam; lstm 20, a2sgd with sgd 30, with adam "
-      "0.002, a2sgd 0.003)")(
+      "learning rate (default: mlp 0.05 dense, 0.1 otherwise, 0.02 a2sgd and local with momentum, 0.001 with adam; "
+      "lstm "
+      "20, a2sgd with sgd 30, with adam 0.002, a2sgd 0.003)")(
       "lr-schedule", po::value(&r.schedule)->default_value(r.schedule),
       "constant | step | cosine | plateau (divide by --lr-plateau-divisor when the first evaluation split's "
       "loss stops improving; default for lstm)")("lr-plateau-divisor",
@@ -132,8 +133,8 @@ po::options_description exchange_options(Raw& r) {
 
 po::options_description averaging_options() {
   po::options_description d(
-      "Periodic averaging, any method (a model or method may recommend a period: lstm 200 steps for a2sgd and "
-      "local; a2sgd with momentum or adam and local otherwise 100)");
+      "Periodic averaging, any method (defaults where none is given: mlp a2sgd every 100 steps with the outer "
+      "nesterov step, lr 0.7, momentum 0.9; lstm a2sgd and local every 200; local otherwise every 100)");
   apps::add_averaging_options(d);
   return d;
 }
@@ -388,8 +389,12 @@ void apply_exchange(const po::variables_map& vm, const Raw& r, TrainConfig& c) {
   const TrainingDefaults& defaults = model_kind(c.model).defaults;
   if (auto it = defaults.exchange_options.find(r.compressor); it != defaults.exchange_options.end())
     for (const auto& [name, value] : it->second) options.suggest(name, value);
-  if (auto it = defaults.averaging.find(r.compressor); it != defaults.averaging.end())
-    for (const auto& [name, value] : it->second) averaging.suggest(name, value);
+  // The model's averaging for the method and optimizer; its outer optimizer not where the user
+  // asked for no periodic average.
+  const bool no_average = averaging.given("average-every") && averaging.text("average-every") == "0";
+  if (defaults.averaging)
+    for (const auto& [name, value] : defaults.averaging(r.compressor, c.optimizer.kind))
+      if (!(no_average && name.rfind("outer-", 0) == 0)) averaging.suggest(name, value);
   std::vector<std::string> optimizer_given;
   if (!vm["adam-eps"].defaulted()) optimizer_given.push_back("epsilon");
   Recommendation rec{options, c.optimizer, optimizer_given, averaging};

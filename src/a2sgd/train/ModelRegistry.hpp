@@ -66,8 +66,10 @@ struct TrainingDefaults {
   /// Exchange options by method (method -> option -> value) that make the methods train this
   /// model well (docs/convergence.md for A2SGD's).
   std::map<std::string, std::map<std::string, std::string>> exchange_options;
-  /// The averaging policy's options (averaging_option_specs()) by method, likewise.
-  std::map<std::string, std::map<std::string, std::string>> averaging;
+  /// The averaging policy's options (averaging_option_specs()) for an exchange method and
+  /// optimizer, likewise (empty: none; an application leaves the outer optimizer's out where
+  /// the user asked for no periodic average).
+  std::function<std::map<std::string, std::string>(const std::string& method, OptimizerKind kind)> averaging;
 };
 
 /// A registered model.

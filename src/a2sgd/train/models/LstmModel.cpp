@@ -83,7 +83,10 @@ A2SGD_REGISTER_MODEL(lstm) {
   // rows of words absent from a batch must not move, and the replicas an average every 200 steps
   // (0.5% of dense's traffic). Local SGD averages at the same period: the same bytes.
   k.defaults.exchange_options = {{"a2sgd", {{"granularity", "layer"}, {"zero-gradient", "hold"}}}};
-  k.defaults.averaging = {{"a2sgd", {{"average-every", "200"}}}, {"local", {{"average-every", "200"}}}};
+  k.defaults.averaging = [](const std::string& method, OptimizerKind) -> std::map<std::string, std::string> {
+    if (method == "a2sgd" || method == "local") return {{"average-every", "200"}};
+    return {};
+  };
   k.check_options = [](const OptionValues& o) {
     lstm_config(o);
     bptt(o);
