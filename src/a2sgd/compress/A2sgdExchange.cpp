@@ -238,10 +238,13 @@ A2SGD_REGISTER_EXCHANGE(a2sgd) {
        "momentum/Adam with A2SGD: local (each rank's optimizer direction compressed) | decoded (moments of the "
        "decoded update) | frozen (Adam: variance frozen after the dense warm-up)",
        {"local", "decoded", "frozen"}},
-      {"average-every", "0", "alias of --average-every (the averaging policy of every method)"},
+      {"average-every", "0",
+       "average the replicas every K steps (0: never); the older name of a2sgd-train's --average-every, the "
+       "averaging policy of every method"},
       {"state-at-average",
        "keep",
-       "alias of --state-at-average (the averaging policy of every method)",
+       "the optimizer's first moment at each average: keep | average | reset; the older name of a2sgd-train's "
+       "--state-at-average",
        {"keep", "average", "reset"}},
   };
   m.averaging_aliases = {{"average-every", "average-every"}, {"state-at-average", "state-at-average"}};
