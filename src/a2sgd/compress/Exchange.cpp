@@ -26,16 +26,17 @@ void scale_in_place(const ExecutionSpace& exec, const FloatView& d, float factor
       KOKKOS_LAMBDA(Index i) { d(i) *= factor; });
 }
 
-// The outer optimizer's step (ModelAveraging.hpp) in one pass, with x the replicas' mean on
-// entry: delta = theta - x; v <- mu v + delta; theta <- theta - lr_o (nesterov ? delta + mu v : v);
-// x <- theta. A free function: nvcc rejects extended lambdas inside private member functions.
-void outer_step(const ExecutionSpace& exec, const FloatView& x, const FloatView& theta, const FloatView& v, float lr,
-                float mu, bool nesterov) {
+// The outer optimizer's step (ModelAveraging.hpp) in one pass, with x the replicas' sum on entry:
+// xbar = x / p (as scale() computes it); delta = theta - xbar; v <- mu v + delta;
+// theta <- theta - lr_o (nesterov ? delta + mu v : v); x <- theta. A free function: nvcc rejects
+// extended lambdas inside private member functions.
+void outer_step(const ExecutionSpace& exec, const FloatView& x, const FloatView& theta, const FloatView& v,
+                float inverse_p, float lr, float mu, bool nesterov) {
   Kokkos::parallel_for(
       A2SGD_LABEL("a2sgd::compress::outer_step"),
       Kokkos::RangePolicy<ExecutionSpace, Kokkos::IndexType<Index>>(exec, 0, static_cast<Index>(x.extent(0))),
       KOKKOS_LAMBDA(Index i) {
-        const float delta = theta(i) - x(i);
+        const float delta = theta(i) - x(i) * inverse_p;
         const float vi = mu * v(i) + delta;
         v(i) = vi;
         const float t = theta(i) - lr * (nesterov ? delta + mu * vi : vi);
@@ -145,15 +146,16 @@ void Exchange::synchronise(const FloatView& params, Optimizer& opt, StepStats& s
   const AveragingOptions& a = m_common.averaging;
   const float inverse_p = static_cast<float>(1.0 / static_cast<double>(m_comm->size()));
   allreduce_sum(params, stats);
-  scale(params, inverse_p);
   // Averages inside a dense warm-up change nothing (the replicas are equal) and come before the
-  // anchor exists: they stay plain.
+  // anchor exists: they stay plain. The outer step divides by p in its own pass.
   if (a.has_outer_state() && steps() + 1 > synchronous_steps()) {
     Stopwatch clock;
-    outer_step(m_exec, params, m_anchor, m_velocity, static_cast<float>(a.outer_lr),
+    outer_step(m_exec, params, m_anchor, m_velocity, inverse_p, static_cast<float>(a.outer_lr),
                static_cast<float>(a.outer_momentum), a.outer == OuterOptimizer::nesterov);
     m_exec.fence();
     stats.optimizer_s += clock.seconds();
+  } else {
+    scale(params, inverse_p);
   }
   if (a.state_at_average != StateAtAverage::keep) {
     // The first moment is the optimizer's first state tensor (momentum buffer, Adam's m).

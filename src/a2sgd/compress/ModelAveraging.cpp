@@ -13,6 +13,15 @@ std::string number_text(double x) {
   return out.str();
 }
 
+// The ranges, once for validate() and the option parser. The learning rate's upper bound keeps a
+// typo (70 for 0.7) from flinging the model away at the first sync.
+bool outer_lr_ok(double x) {
+  return std::isfinite(x) && x > 0.0 && x <= 10.0;
+}
+bool outer_momentum_ok(double x) {
+  return std::isfinite(x) && x >= 0.0 && x < 1.0;
+}
+
 }  // namespace
 
 StateAtAverage parse_state_at_average(std::string_view name) {
@@ -38,10 +47,9 @@ std::string to_string(OuterOptimizer v) {
 }
 
 void AveragingOptions::validate() const {
-  // The upper bound keeps a typo (70 for 0.7) from flinging the model away at the first sync.
-  if (!(std::isfinite(outer_lr) && outer_lr > 0.0 && outer_lr <= 10.0))
+  if (!outer_lr_ok(outer_lr))
     throw InvalidArgument("averaging: outer learning rate " + number_text(outer_lr) + " must be in (0, 10]");
-  if (!(std::isfinite(outer_momentum) && outer_momentum >= 0.0 && outer_momentum < 1.0))
+  if (!outer_momentum_ok(outer_momentum))
     throw InvalidArgument("averaging: outer momentum " + number_text(outer_momentum) + " must be in [0, 1)");
   if (every == 0 && outer != OuterOptimizer::average)
     throw InvalidArgument("averaging: the outer optimizer " + to_string(outer) +
@@ -95,10 +103,9 @@ AveragingOptions parse_averaging_options(const OptionValues& o) {
     o.require(false, "outer-optimizer", "valid: average, momentum, nesterov");
   }
   a.outer_lr = o.number("outer-lr");
-  o.require(std::isfinite(a.outer_lr) && a.outer_lr > 0.0 && a.outer_lr <= 10.0, "outer-lr", "must be in (0, 10]");
+  o.require(outer_lr_ok(a.outer_lr), "outer-lr", "must be in (0, 10]");
   a.outer_momentum = o.number("outer-momentum");
-  o.require(std::isfinite(a.outer_momentum) && a.outer_momentum >= 0.0 && a.outer_momentum < 1.0, "outer-momentum",
-            "must be in [0, 1)");
+  o.require(outer_momentum_ok(a.outer_momentum), "outer-momentum", "must be in [0, 1)");
   try {
     a.state_at_average = parse_state_at_average(o.text("state-at-average"));
   } catch (const InvalidArgument&) {
