@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every exchange method on the Fashion-MNIST MLP (784-256-256-10, 2 MPI ranks, batch 64 per rank,
 # 3 epochs, SGD): builds a2sgd-train (Release), trains once per method and prints one table
-# (test accuracy, time per step, bytes per rank per step). The README's comparison table is this
+# (test accuracy, time per step, bytes per rank per step). docs/benchmarks.md's comparison table is this
 # script's output. The methods are every method a2sgd-train lists (--list-methods).
 #
 # Environment: A2SGD_BUILD_DIR (default: build), A2SGD_COMPARE_DIR (default: demo-output/compare),

@@ -44,6 +44,12 @@
 #                      200, mlp 100), -w<W> (--local-warmup-steps W: post-local SGD), -diloco,
 #                      -olr<X>, -om<X>, -lr<X>, -lrw<W>, -clip<X>, -const;
 #                      any name may end in -s<N>: --seed N (seed 1 otherwise; dense-s2, a2sgd-s3)
+#   --checkpoint-every N  write a checkpoint every N steps into R/checkpoints/ (the newest kept) and
+#                      continue an unfinished run from it, bit for bit, when the study is started
+#                      again: long runs in resumable pieces. The records the run had written past
+#                      that checkpoint are dropped from R.jsonl first, so that none appears twice;
+#                      a resumed run's wall times count from its restart. The checkpoints are
+#                      removed when the run ends.
 #   --force            run again even where a finished run's metrics exist (default: skip them, so
 #                      that an interrupted study continues where it stopped)
 #   --no-report        only train
@@ -64,6 +70,7 @@ evals_per_epoch=
 configs="dense a2sgd a2sgd-layer-k100-hold"
 force=0
 report=1
+checkpoint_every=0
 extra=()
 die() { echo "convergence_study.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
@@ -76,6 +83,7 @@ while [[ $# -gt 0 ]]; do
     --epochs) epochs=${2:?}; shift 2 ;;
     --evals-per-epoch) evals_per_epoch=${2:?}; shift 2 ;;
     --configs) configs=${2:?}; shift 2 ;;
+    --checkpoint-every) checkpoint_every=${2:?}; shift 2 ;;
     --force) force=1; shift ;;
     --no-report) report=0; shift ;;
     --) shift; extra=("$@"); break ;;
@@ -91,6 +99,7 @@ esac
 for v in epochs evals_per_epoch; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "--${v//_/-} must be a positive integer (got '${!v}')"
 done
+[[ $checkpoint_every =~ ^[0-9]+$ ]] || die "--checkpoint-every must be a non-negative integer (got '$checkpoint_every')"
 for p in $ranks; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks: '$p' is not a positive integer"; done
 train=$build/apps/train/a2sgd-train
 [[ -x $train ]] || die "no a2sgd-train at $train (--build DIR)"
@@ -212,8 +221,34 @@ for p in $ranks; do
       args=("${model_opts[@]}" $(optimizer_options "$opt" "$copts") $copts --steps "$steps"
             --eval-every "$eval_every" --log-every "$eval_every" --metrics "$metrics" --output-dir "$dir/$c"
             --no-progress-bar "${extra[@]}")
+      if [[ $checkpoint_every -gt 0 ]]; then
+        ckpt=$dir/$c/checkpoints
+        newest=$(ls "$ckpt"/ckpt-*.h5 2> /dev/null | sort | tail -n 1)
+        if [[ -n $newest && -f $metrics ]]; then
+          # The run continues from the newest checkpoint: the records past its step go.
+          at=$(basename "$newest" .h5); at=$((10#${at#ckpt-}))
+          "$python" - "$metrics" "$at" <<'PY' || die "cannot trim $metrics to step $at"
+import json, sys
+path, at = sys.argv[1], int(sys.argv[2])
+with open(path) as f:
+    kept = [line for line in f if line.strip() and json.loads(line).get("step", 0) <= at]
+with open(path, "w") as f:
+    f.writelines(kept)
+PY
+          echo "== $dir/$c: continued from step $at" >&2
+        else
+          # A fresh start (--resume auto appends to the metrics file): no records of an earlier try.
+          rm -f "$metrics"
+        fi
+        args+=(--checkpoint-dir "$ckpt" --checkpoint-every "$checkpoint_every" --keep-checkpoints 1 --resume auto)
+      fi
       echo "== $dir/$c: a2sgd-train ${args[*]}" >&2
       a2sgd_train_run "$dir/$c.log" "$p" "$train" "${args[@]}"
+      if [[ $checkpoint_every -gt 0 ]] && a2sgd_finished "$metrics"; then
+        # Finished: the checkpoints and their records go, so that the file reads as any other run's.
+        rm -rf "$dir/$c/checkpoints"
+        sed -i '/"event": *"checkpoint"/d' "$metrics"
+      fi
     done
   done
 done

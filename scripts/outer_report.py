@@ -47,7 +47,8 @@ def load_group(directory):
             continue
         evals, summary, _, diverged = load_run(os.path.join(directory, name))
         base, rate, seed = parsed
-        runs.setdefault((base, rate), {})[seed] = dict(evals=evals, summary=summary, diverged=diverged is not None)
+        runs.setdefault((base, rate), {})[seed] = dict(evals=evals, summary=summary, diverged=diverged is not None,
+                                                       name=re.sub(r"-s[0-9]+$", "", name[:-len(".jsonl")]))
     return runs
 
 
@@ -78,8 +79,12 @@ def score(run, key, target, m):
     return (steps if steps is not None else math.inf, last if m["lower"] else -last)
 
 
+def _is_dense(base):
+    return base.split("-")[0] == "dense"
+
+
 def dense_key(runs):
-    keys = [k for k in runs if k[0] == "dense"]
+    keys = [k for k in runs if _is_dense(k[0])]
     if len(keys) != 1:
         raise SystemExit(f"outer_report.py: expected one tuned dense rate in the cell, found {len(keys)}")
     return keys[0]
@@ -112,11 +117,16 @@ def cell_rows(directory):
     target = m["target"](dense_curve[-1][key])
     dense_steps = m["reach"](dense_curve, key, target)
     dense_bytes = next(r["summary"]["bytes_per_step"] for r in runs[dk].values() if r["summary"])
-    bases = sorted({k[0] for k in runs if k[0] != "dense"})
-    rows = [dict(config=f"{dk[0]}-lr{dk[1]}", **_row(runs[dk], key, target, dense_steps, dense_bytes, m))]
+    bases = sorted({k[0] for k in runs if not _is_dense(k[0])})
+    rows = [dict(config=_config_name(runs[dk]), **_row(runs[dk], key, target, dense_steps, dense_bytes, m))]
     for base, best in sorted(best_rates(runs, bases, m).items()):
-        rows.append(dict(config=f"{base}-lr{best[1]}", **_row(runs[best], key, target, dense_steps, dense_bytes, m)))
+        rows.append(dict(config=_config_name(runs[best]), **_row(runs[best], key, target, dense_steps, dense_bytes, m)))
     return dict(target=target, dense_steps=dense_steps, rows=rows, rule=m["rule"], fmt=m["fmt"])
+
+
+def _config_name(seeds):
+    """The configuration's name as its runs are called (without the seed)."""
+    return next(iter(seeds.values()))["name"]
 
 
 def _row(seeds, key, target, dense_steps, dense_bytes, m):
@@ -160,15 +170,19 @@ def cell_markdown(title, cell):
     return "\n".join(lines)
 
 
-def report(directory):
-    out = []
+def _cells(directory, model):
+    """The cell folders of a model, in the tables' order."""
     for name in sorted(os.listdir(directory), key=_cell_order):
-        path = os.path.join(directory, name)
-        if not os.path.isdir(path) or name.count("_") != 2:
-            continue
-        cell = cell_rows(path)
+        if os.path.isdir(os.path.join(directory, name)) and name.count("_") == 2 and name.split("_")[0] == model:
+            yield name
+
+
+def report(directory, model="mlp"):
+    out = []
+    for name in _cells(directory, model):
+        cell = cell_rows(os.path.join(directory, name))
         if cell:
-            model, ranks, optimizer = name.split("_")
+            _, ranks, optimizer = name.split("_")
             out.append(cell_markdown(f"{model.upper()}, {ranks[1:]} ranks, {optimizer}", cell))
     return "\n\n".join(out)
 
@@ -189,10 +203,8 @@ def verdict(directory):
     lines = ["| cell (MLP) | A2SGD before (pure with SGD; every 100 otherwise) | A2SGD's defaults now (every 100, "
              "outer Nesterov) | local SGD, the same bytes | local SGD + outer Nesterov (DiLoCo), the same bytes | "
              "A2SGD's defaults against the better local SGD |", "|---|---|---|---|---|---|"]
-    for name in sorted(os.listdir(directory), key=_cell_order):
+    for name in _cells(directory, "mlp"):
         path = os.path.join(directory, name)
-        if not os.path.isdir(path) or name.count("_") != 2:
-            continue
         cell = cell_rows(path)
         if not cell:
             continue

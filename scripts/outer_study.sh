@@ -9,16 +9,31 @@
 # three. Runs are those of
 # scripts/convergence_study.sh (resumable: finished runs are kept), in DIR/<model>_p<P>_<optimizer>/.
 #
+# The language model (--model lstm) has its own plan, since a run takes 15-45 minutes on the
+# 2-core machine the results come from: dense and A2SGD's defaults are the convergence study's runs
+# at seed 1 (linked into DIR, not run again); the configurations are A2SGD's defaults with the
+# outer step, local SGD every 200 steps (A2SGD's period: the same bytes) with and without it, and
+# local SGD every 100 steps (about 1% of dense's bytes: the whole budget); dense runs 6 epochs and
+# the others 9, as in the convergence study. The screen is two rates (SGD 30 and 40, Adam 0.002
+# and 0.003: the tuned dense rates of 7 of the 8 cells and A2SGD's default), without an edge
+# extension; the phases are ordered so that every cell has each configuration at the first rate
+# before any second rate runs: --phase first (A2SGD with the outer step and local SGD at the same
+# period, first rate), second (the other two configurations), rates (the second rate of all four),
+# seeds (seed 2 of dense and of each configuration's best rate, at 8 and 16 ranks). Runs write a
+# checkpoint every 800/P steps and continue from it when the study is started again.
+#
 # Usage: scripts/outer_study.sh [--out DIR] [--build DIR] [--model mlp] [--ranks "4 8 16"]
 #                               [--optimizers "momentum adam sgd"] [--seeds "2 3"] [--phase screen|seeds|all]
+#        scripts/outer_study.sh --model lstm [--out DIR] [--build DIR] [--ranks "16 8 4 2"]
+#                               [--optimizers "adam sgd"] [--phase first|second|rates|seeds|all]
 # Environment: as convergence_study.sh (MPIEXEC, MPIEXEC_FLAGS, PYTHON).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=docs/results/outer
 build=build
 model=mlp
-ranks="4 8 16"
-optimizers="momentum adam sgd"
+ranks=
+optimizers=
 seeds="2 3"
 phase=all
 die() { echo "outer_study.sh: error: $*" >&2; exit 2; }
@@ -35,11 +50,16 @@ while [[ $# -gt 0 ]]; do
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
-[[ $model == mlp ]] || die "only --model mlp is prepared (the language model's cells take hours each)"
-[[ $phase =~ ^(screen|seeds|all)$ ]] || die "--phase must be screen, seeds or all"
+[[ $model =~ ^(mlp|lstm)$ ]] || die "--model must be mlp or lstm (got '$model')"
+if [[ $model == lstm ]]; then : "${ranks:=16 8 4 2}" "${optimizers:=adam sgd}"; else : "${ranks:=4 8 16}" "${optimizers:=momentum adam sgd}"; fi
 python=${PYTHON:-/usr/bin/python3}
 status=0
 study() { bash "$here/convergence_study.sh" --out "$out" --build "$build" --model "$model" --no-report "$@" || status=$?; }
+if [[ $model == lstm ]]; then
+  source "$here/outer_study_lstm.sh"
+  exit $status
+fi
+[[ $phase =~ ^(screen|seeds|all)$ ]] || die "--phase must be screen, seeds or all"
 
 # The rate grid of an optimizer, and the tuned dense rate of a cell (the convergence study's).
 grid() { case "$1" in sgd) echo "0.1 0.2 0.4" ;; momentum) echo "0.02 0.05 0.1" ;; adam) echo "0.001 0.002 0.004" ;; esac; }

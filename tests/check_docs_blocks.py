@@ -3,7 +3,7 @@
 
 - the committed documents regenerate unchanged into the build tree (the check itself);
 - the check can fail: in a copy of the documents, a figure edited by hand inside a block (a table of
-  results.md, the README's opening table), a block naming no generator and a block left open each
+  results.md and its opening table, the README's verdict), a block naming no generator and a block left open each
   make it exit 1, naming the document and the block; --write puts the regenerated figure back;
 - the connections check's table (block network-links-check) counts made-up runs right: finished,
   stopped at the collective timeout (exit 76) and failed otherwise, per connection count and method.
@@ -11,6 +11,7 @@
 Usage: check_docs_blocks.py SOURCE_DIR WORK_DIR
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,15 +68,25 @@ check("+| SGD: steps to" in r.stdout and "-| SGD: steps to" in r.stdout, "with a
 r = run(copy, "--write")
 check(r.returncode == 0 and open(results).read() == text, "--write restores the regenerated block")
 
+headline_text = open(results).read()
+row = headline_text.index("| LSTM on Penn Treebank, 2 ranks, SGD", headline_text.index("<!-- generated: results-headline -->"))
+cell = headline_text.index("with the defaults", row)
+with open(results, "w") as fh:
+    fh.write(headline_text[:cell - 2] + "1" + headline_text[cell - 1:])  # the steps' last digit
+r = run(copy, "--check", os.path.join(work, "regenerated-copy"))
+check(r.returncode == 1 and "docs/results.md: block 'results-headline'" in r.stdout,
+      f"a hand-edited figure of the results' opening table fails, naming its block (exit {r.returncode})")
 readme = os.path.join(copy, "README.md")
 readme_text = open(readme).read()
-row = readme_text.index("| LSTM on Penn Treebank, 2 ranks, SGD", readme_text.index("<!-- generated: readme-headline -->"))
-cell = readme_text.index("with the defaults", row)
+verdict = readme_text.index("<!-- generated: readme-verdict -->")
+figure = re.search(r"\d\.\dx \(SGD\)", readme_text[verdict:])
+check(figure is not None, "a figure to edit in the README's verdict")
+at = verdict + figure.start()
 with open(readme, "w") as fh:
-    fh.write(readme_text[:cell - 2] + "1" + readme_text[cell - 1:])  # the steps' last digit
+    fh.write(readme_text[:at] + ("9" if readme_text[at] != "9" else "8") + readme_text[at + 1:])
 r = run(copy, "--check", os.path.join(work, "regenerated-copy"))
-check(r.returncode == 1 and "README.md: block 'readme-headline'" in r.stdout,
-      f"a hand-edited figure of the README's opening table fails, naming its block (exit {r.returncode})")
+check(r.returncode == 1 and "README.md: block 'readme-verdict'" in r.stdout,
+      f"a hand-edited figure of the README's verdict fails, naming its block (exit {r.returncode})")
 with open(readme, "w") as fh:
     fh.write(readme_text)
 

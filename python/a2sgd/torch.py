@@ -20,7 +20,7 @@ import torch.distributed as dist
 from . import _a2sgd
 
 __all__ = ["A2SGDState", "a2sgd_hook", "TopKState", "topk_hook", "QSGDState", "qsgd_hook", "EFSignState",
-           "efsign_hook", "available_methods", "default_average_period", "PeriodicAverager"]
+           "efsign_hook", "available_methods", "default_averaging", "default_average_period", "PeriodicAverager"]
 
 _CHOICES = {"averaging": ("mean", "weighted"), "residual": ("local", "global"), "granularity": ("model", "layer"),
             "zero_gradient": ("move", "hold")}
@@ -389,12 +389,37 @@ def efsign_hook(state, bucket):
     return _gather_hook(state, bucket, EFSignState, "efsign", _a2sgd.EfSignCodec, torch.int32, encode, _first_float)
 
 
-def default_average_period(optimizer):
-    """a2sgd-train's default period of the replicas' model average for this optimizer: 100 steps with
-    momentum or Adam (each replica follows its own optimizer state), 0 (never) with plain SGD."""
-    if isinstance(optimizer, torch.optim.SGD):
-        return 100 if any(g.get("momentum", 0) for g in optimizer.param_groups) else 0
-    return 100
+_MODEL_CLASSES = ("mlp", "lstm")
+
+
+def default_averaging(optimizer, model="mlp"):
+    """a2sgd-train's default replica averaging for a model class, as PeriodicAverager's keyword
+    arguments: ``PeriodicAverager(net, **default_averaging(opt))``.
+
+    Args:
+        optimizer: the torch optimizer of the run (kept for the rule's signature: a2sgd-train's rule
+            depends on the optimizer where a model's does; neither model's does today).
+        model: ``"mlp"`` (feed-forward classifiers: an average every 100 steps with DiLoCo's outer
+            Nesterov step, lr 0.7, momentum 0.9, as a2sgd-train's MLP; measured best with every
+            optimizer in docs/convergence.md's outer-optimizer study) or ``"lstm"`` (recurrent
+            language models: a plain average every 200 steps, as a2sgd-train's LSTM).
+
+    Returns:
+        dict with ``period``, ``outer``, ``outer_lr`` and ``outer_momentum``.
+    """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"a2sgd: optimizer must be a torch.optim.Optimizer (got {type(optimizer).__name__})")
+    if model not in _MODEL_CLASSES:
+        raise ValueError(f"a2sgd: model must be one of {', '.join(_MODEL_CLASSES)} (got {model!r})")
+    if model == "lstm":
+        return dict(period=200, outer="average", outer_lr=1.0, outer_momentum=0.0)
+    return dict(period=100, outer="nesterov", outer_lr=0.7, outer_momentum=0.9)
+
+
+def default_average_period(optimizer, model="mlp"):
+    """The period of default_averaging(optimizer, model): 100 steps for the MLP class, 200 for the
+    language model, with every optimizer (a2sgd-train averages plain SGD's replicas too)."""
+    return default_averaging(optimizer, model)["period"]
 
 
 _OUTER_OPTIMIZERS = ("average", "momentum", "nesterov")

@@ -181,7 +181,9 @@ def train_mlp(rank, world, hook, steps, seed=1):
         state = at.A2SGDState()
         ddp.register_comm_hook(state, at.a2sgd_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-    averager = at.PeriodicAverager(model, at.default_average_period(opt))
+    # A2SGD with the recommended averaging (a2sgd-train's MLP: every 100 steps, DiLoCo's outer step);
+    # DDP's all-reduce keeps the replicas equal and takes none (an outer step would change the baseline).
+    averager = at.PeriodicAverager(model, **at.default_averaging(opt)) if hook == "a2sgd" else at.PeriodicAverager(model, 0)
     batch = 64
     perm_gen = torch.Generator().manual_seed(seed)
     shard = len(xtr) // world
@@ -351,6 +353,23 @@ def worker(rank, world, init, out, quick):
             results["averager refuses another period"] = False
         except ValueError:
             results["averager refuses another period"] = True
+        # a2sgd-train's averaging rule per model class, for every optimizer (check_cli.cmake checks
+        # the app's side: --average-every 100 with the outer Nesterov step on the MLP, 200 plain on the LSTM)
+        probe = torch.nn.Linear(2, 2)
+        rules = []
+        for make in (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
+                     lambda ps: torch.optim.Adam(ps, lr=1e-3)):
+            o = make(probe.parameters())
+            rules.append(at.default_averaging(o) == dict(period=100, outer="nesterov", outer_lr=0.7, outer_momentum=0.9)
+                         and at.default_averaging(o, model="lstm") == dict(period=200, outer="average", outer_lr=1.0,
+                                                                            outer_momentum=0.0)
+                         and at.default_average_period(o) == 100)
+        try:
+            at.default_averaging(torch.optim.SGD(probe.parameters(), lr=0.1), model="resnet")
+            rules.append(False)
+        except ValueError:
+            rules.append(True)
+        results["averaging rule"] = all(rules)
         # 4. the MLP against DDP's default all-reduce
         if not quick and find_dataset("fashion-mnist", "train-images-idx3-ubyte.gz"):
             steps = 900
@@ -492,9 +511,12 @@ if __name__ == "__main__":
               f"PeriodicAverager, outer {outer}: state_dict restores the step count and the outer state")
     check(all(r["averager refuses another period"] for r in results),
           "PeriodicAverager.load_state_dict refuses a state saved with another period")
+    check(all(r["averaging rule"] for r in results),
+          "default_averaging: a2sgd-train's rule (MLP every 100 with the outer Nesterov step, LSTM every 200 plain) "
+          "for SGD, momentum and Adam; an unknown model class refused")
     if "mlp dense" in results[0]:
         d, a = results[0]["mlp dense"], results[0]["mlp a2sgd"]
-        print(f"MLP on Fashion-MNIST, 2 ranks, 900 steps: DDP all-reduce {d:.4f}, a2sgd hook {a:.4f}")
+        print(f"MLP on Fashion-MNIST, 2 ranks, 900 steps: DDP all-reduce {d:.4f}, a2sgd hook with default_averaging {a:.4f}")
         check(a >= d - 0.01, f"the a2sgd hook ends within 1 point of DDP's all-reduce ({a:.4f} against {d:.4f})")
         check(results[0]["mlp a2sgd bytes per step"] == 16 * 1, "the MLP: one bucket, 16 bytes per step")
     elif not quick:
