@@ -10,7 +10,9 @@ a2sgd-train and made-up metrics:
 - the report's target is dense's final x 1.1, its steps to the target are interpolated on log
   perplexity, a group without dense takes a longer dense run's prefix (--dense), and its bytes per
   step are the whole run's (final average included) or the steps' only (--bytes steps), a group
-  that mixes metrics with and without the final average being flagged.
+  that mixes metrics with and without the final average being flagged;
+- --checkpoint-every: a stopped run continues from its checkpoint without a record twice, and keeps
+  no checkpoint once finished.
 
 Usage: check_convergence_study.py SCRIPTS_DIR WORK_DIR
 """
@@ -254,4 +256,55 @@ else:
 out = subprocess.run([sys.executable, os.path.join(scripts, "convergence_report.py"), rep_dir,
                       "--dense", "lstm_p4_sgd=nope"], capture_output=True, text=True)
 check(out.returncode != 0 and "--dense" in out.stderr, f"--dense naming no file: refused ({out.stderr.strip()})")
+# --checkpoint-every: a run stopped after its checkpoint at step 100 continues from it; the record it
+# had written past the checkpoint (step 150) is dropped first, so none appears twice; the finished
+# run keeps no checkpoints and no checkpoint records. A stand-in that stops (exit 75) after writing
+# records 50, 100, 150 and a checkpoint at 100 the first time, and continues from the checkpoint.
+executable(os.path.join(work, "build", "apps", "train", "a2sgd-train"), f"""#!/usr/bin/env python3
+import glob, json, os, sys
+a = sys.argv[1:]
+if a[a.index("--steps") + 1] == "1":
+    print("  exchange x, optimizer y, lr 1 (plateau), batch 20 per rank, 1 steps (100 per epoch)")
+    sys.exit(0)
+with open({calls!r}, "a") as fh:
+    fh.write(" ".join(a) + "\\n")
+ckpt = a[a.index("--checkpoint-dir") + 1]
+steps = int(a[a.index("--steps") + 1])
+found = sorted(glob.glob(os.path.join(ckpt, "ckpt-*.h5")))
+start = int(os.path.basename(found[-1])[5:14]) if found else 0
+with open(a[a.index("--metrics") + 1], "a") as fh:
+    for step in range(start + 50, steps + 1, 50):
+        fh.write(json.dumps({{"event": "eval", "step": step}}) + "\\n")
+        if step == 100 and not found:
+            os.makedirs(ckpt, exist_ok=True)
+            open(os.path.join(ckpt, "ckpt-000000100.h5"), "w").close()
+            fh.write(json.dumps({{"event": "checkpoint", "step": 100}}) + "\\n")
+        if step == 150 and not found:
+            sys.exit(75)
+    fh.write(json.dumps({{"event": "summary", "steps": steps}}) + "\\n")
+""")
+resumable = os.path.join(work, "study", "lstm_p2_sgd", "dense-lr7")
+os.makedirs(os.path.dirname(resumable), exist_ok=True)
+with open(resumable + ".jsonl", "w") as fh:
+    fh.write(json.dumps({"event": "eval", "step": 999}) + "\n")  # an earlier try's record, before any checkpoint
+before = len(recorded())
+out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "3", "--checkpoint-every", "50", "--configs", "dense-lr7")
+runs = recorded()[before:]
+check(out.returncode == 75 and len(runs) == 1 and option(runs[0], "--checkpoint-dir") == resumable + "/checkpoints"
+      and option(runs[0], "--checkpoint-every") == "50" and option(runs[0], "--resume") == "auto"
+      and option(runs[0], "--keep-checkpoints") == "1",
+      f"--checkpoint-every 50: the run writes its checkpoints into <run>/checkpoints and resumes from them "
+      f"(exit {out.returncode}: {runs})")
+steps_written = [json.loads(line).get("step") for line in open(resumable + ".jsonl")]
+check(steps_written[:1] == [50], f"a fresh start drops an earlier try's records ({steps_written})")
+out = study("--ranks", "2", "--optimizers", "sgd", "--epochs", "3", "--checkpoint-every", "50", "--configs", "dense-lr7")
+records = [json.loads(line) for line in open(resumable + ".jsonl")]
+evals = [r["step"] for r in records if r["event"] == "eval"]
+check(out.returncode == 0 and "continued from step 100" in out.stderr and evals == [50, 100, 150, 200, 250, 300]
+      and records[-1]["event"] == "summary",
+      f"started again: continued from step 100, every evaluation once (exit {out.returncode}: {evals})")
+check(not any(r["event"] == "checkpoint" for r in records) and not os.path.exists(resumable + "/checkpoints"),
+      "the finished run keeps neither its checkpoints nor their records")
+out = study("--ranks", "2", "--optimizers", "sgd", "--checkpoint-every", "x", "--configs", "dense")
+check(out.returncode == 2 and "--checkpoint-every" in out.stderr, f"--checkpoint-every x: exit 2 ({out.stderr.strip()})")
 finish()
