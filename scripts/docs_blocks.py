@@ -1122,6 +1122,24 @@ def outer_verdict_mlp(root):
 
 
 
+@generator("outer-study-lstm", OUTER)
+def outer_study_lstm(root):
+    import outer_report
+    text = outer_report.report(os.path.join(root, OUTER), "lstm")
+    if not text:
+        raise SystemExit(f"docs_blocks.py: no language-model cell in {OUTER}")
+    return text.split("\n") + ["", source_line(OUTER, "`scripts/outer_report.py --model lstm`; runs: "
+                                                     "`scripts/outer_study.sh --model lstm`; only finished runs")]
+
+
+@generator("outer-verdict-lstm", OUTER)
+def outer_verdict_lstm(root):
+    import outer_report
+    return outer_report.verdict_lstm(os.path.join(root, OUTER)).split("\n") + [
+        "", source_line(OUTER, "`scripts/outer_report.py --verdict --model lstm`: steps to tuned dense's final "
+                               "validation perplexity x 1.1, as multiples of dense's, seed 1; -: not run yet")]
+
+
 # ---- the README's verdict: where A2SGD pays and where it does not, each figure from its study ----
 NET_P2 = "docs/network.md#time-to-the-target-at-2-nodes-250-mbits-with-the-defaults"
 NET_P4 = "docs/network.md#time-to-the-target-at-4-nodes-250-mbits-with-the-defaults"

@@ -67,11 +67,15 @@ def render(train, bench):
              "Models (`a2sgd-train --list-models`): name, datasets (the first is the default), what it is:", ""]
     lines += [f"- `{m}` ({d.replace(',', ', ')}): {s}" for m, d, s in
               (l.split("\t") for l in run(train, "--list-models").splitlines() if l.strip())]
-    lines += ["", "Exchange methods (`a2sgd-train --list-methods`, [methods.md](methods.md)):", ""]
-    lines += [f"- `{m}`: {s}" for m, s in (l.split("\t") for l in run(train, "--list-methods").splitlines() if l.strip())]
-    lines.append("")
+    lines += ["", "Exchange methods: the table of [methods.md](methods.md), the one list of them in the docs "
+              "(`a2sgd-train --list-methods` prints it); a method's own options are below.", ""]
     lines += program_section("a2sgd-train", run(train, "--help"))
     lines += program_section("a2sgd-bench", run(bench, "--help"))
+    # An option whose values are the methods names them by reference, so that a method without
+    # options of its own changes nothing here.
+    methods = [l.split("\t")[0] for l in run(train, "--list-methods").splitlines() if l.strip()]
+    listed = cell(" | ".join(methods))
+    lines = [l.replace(listed, "a method of [methods.md](methods.md)") for l in lines]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -46,6 +46,8 @@ def load_group(directory):
         if parsed is None:
             continue
         evals, summary, _, diverged = load_run(os.path.join(directory, name))
+        if summary is None and diverged is None:
+            continue  # still running (or stopped before its end): not a result yet
         base, rate, seed = parsed
         runs.setdefault((base, rate), {})[seed] = dict(evals=evals, summary=summary, diverged=diverged is not None,
                                                        name=re.sub(r"-s[0-9]+$", "", name[:-len(".jsonl")]))
@@ -227,6 +229,33 @@ def verdict(directory):
     return "\n".join(lines)
 
 
+def verdict_lstm(directory):
+    """One line per language-model cell: A2SGD's defaults, with the outer step, local SGD at the same
+    period with and without it, and local SGD at the whole budget; steps to the target as multiples
+    of dense's ("-": not run yet)."""
+    lines = ["| cell (LSTM) | A2SGD's defaults (every 200) | A2SGD + outer Nesterov | local SGD every 200 (the same "
+             "bytes) | local SGD every 200 + outer Nesterov (DiLoCo) | local SGD every 100 (the 1% budget) |",
+             "|---|---|---|---|---|---|"]
+    for name in _cells(directory, "lstm"):
+        cell = cell_rows(os.path.join(directory, name))
+        if not cell:
+            continue
+        _, ranks, optimizer = name.split("_")
+        warm = "-lrw200" if optimizer == "adam" else ""
+        by_base = {parse_name(r["config"])[0]: r for r in cell["rows"]}
+        bases = ("a2sgd-layer-k200-hold", "a2sgd-layer-k200-hold-diloco", "local-k200", "local-k200-diloco",
+                 "local-k100")
+        row = []
+        for b in bases:
+            r = by_base.get(b + warm)
+            text = _ratio_text(r)
+            if r is not None and r["ratio"] is None and r["final"] is not None:
+                text += f" (final {r['final']:{cell['fmt']}})"
+            row.append(text)
+        lines.append(f"| {ranks[1:]} ranks, {optimizer} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def _cell_order(name):
     parts = name.split("_")
     if len(parts) != 3:
@@ -241,6 +270,7 @@ def main():
     ap.add_argument("bases", nargs="*")
     ap.add_argument("--best", action="store_true", help="print the best screened configuration of each base")
     ap.add_argument("--verdict", action="store_true", help="print the one-line-per-cell verdict table")
+    ap.add_argument("--model", default="mlp", choices=("mlp", "lstm"), help="the model whose cells to report")
     a = ap.parse_args()
     if a.best:
         runs = load_group(a.directory)
@@ -251,7 +281,10 @@ def main():
         for base in a.bases:
             print(f"{base}-lr{chosen[base][1]}")
         return
-    print(verdict(a.directory) if a.verdict else report(a.directory))
+    if a.verdict:
+        print(verdict(a.directory) if a.model == "mlp" else verdict_lstm(a.directory))
+    else:
+        print(report(a.directory, a.model))
 
 
 if __name__ == "__main__":

@@ -691,13 +691,12 @@ TEST_CASE("the A2SGD codec around an outside all-reduce reproduces the exchange 
     A2sgdExchange exchange(comm, static_cast<Index>(n), o);
     Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
     auto x = to_device(std::vector<float>(n, 0.0f));
-    const A2sgdCodecOptions co{o.averaging, o.residual, o.error_feedback, o.zero_gradient};
-    const std::vector<Index> bounds = a2sgd_segment_bounds(
-        static_cast<Index>(n), o.granularity == Granularity::layer ? o.segments : std::vector<Index>{});
-    const std::size_t segments = bounds.size() - 1, width = static_cast<std::size_t>(a2sgd_payload_width(o.averaging));
+    const A2sgdCodec codec(static_cast<Index>(n), codec_options(o),
+                           o.granularity == Granularity::layer ? o.segments : std::vector<Index>{});
+    const std::size_t segments = codec.segments();
     FloatView e("codec residual", n);
     std::vector<TwoMeansResult> local(segments);
-    std::vector<double> payload(width * segments);
+    std::vector<double> payload(static_cast<std::size_t>(codec.payload_words()));
     std::vector<std::pair<double, double>> mu(segments), m(segments);
     for (int s = 0; s < 3; ++s) {
       INFO("step " << s);
@@ -706,14 +705,14 @@ TEST_CASE("the A2SGD codec around an outside all-reduce reproduces the exchange 
       Kokkos::deep_copy(x, 0.0f);
       exchange.step(x, to_device(g), sgd, 1.0);
       auto buffer = to_device(g);
-      CHECK(a2sgd_encode(ExecutionSpace(), co, buffer, e, bounds, local.data(), payload.data()) == 0);
+      CHECK(codec.encode(ExecutionSpace(), buffer, e, local.data(), payload.data()) == 0);
       comm.allreduce(payload.data(), payload.size(), MPI_SUM);
+      codec.global_means(payload.data(), comm.size(), m.data());
       for (std::size_t k = 0; k < segments; ++k) {
         mu[k] = {local[k].mean_pos(), local[k].mean_neg()};
-        m[k] = a2sgd_global_means(o.averaging, &payload[width * k], comm.size());
         CHECK(m[k] == exchange.last_segment_global_means()[k]);
       }
-      a2sgd_decode_in_place(ExecutionSpace(), co, buffer, e, bounds, mu.data(), m.data());
+      codec.decode_in_place(ExecutionSpace(), buffer, e, mu.data(), m.data());
       const auto u = to_host(buffer), xs = to_host(x), es = to_host(e), ex = to_host(exchange.residual());
       int differ = 0;
       for (std::size_t i = 0; i < n; ++i) differ += (xs[i] != -u[i]) + (es[i] != ex[i]);
@@ -723,9 +722,11 @@ TEST_CASE("the A2SGD codec around an outside all-reduce reproduces the exchange 
 }
 
 TEST_CASE("the A2SGD codec's segment bounds refuse tensors that do not cover the buffer", "[a2sgd][codec][errors]") {
-  CHECK(a2sgd_segment_bounds(10, {}) == std::vector<Index>{0, 10});
-  CHECK(a2sgd_segment_bounds(10, {4, 6}) == std::vector<Index>{0, 4, 10});
-  CHECK_THROWS_AS(a2sgd_segment_bounds(10, {4, 5}), InvalidArgument);
-  CHECK_THROWS_AS(a2sgd_segment_bounds(10, {10, 0}), InvalidArgument);
-  CHECK_THROWS_AS(a2sgd_segment_bounds(-1, {}), InvalidArgument);
+  CHECK(A2sgdCodec::segment_bounds(10, {}) == std::vector<Index>{0, 10});
+  CHECK(A2sgdCodec::segment_bounds(10, {4, 6}) == std::vector<Index>{0, 4, 10});
+  CHECK_THROWS_AS(A2sgdCodec::segment_bounds(10, {4, 5}), InvalidArgument);
+  CHECK_THROWS_AS(A2sgdCodec::segment_bounds(10, {10, 0}), InvalidArgument);
+  CHECK_THROWS_AS(A2sgdCodec::segment_bounds(-1, {}), InvalidArgument);
+  CHECK_THROWS_AS(A2sgdCodec(10, {}, {4, 5}), InvalidArgument);
+  CHECK(A2sgdCodec(10, {}, {4, 6}).payload_words() == 4);
 }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 using namespace a2sgd;
@@ -225,71 +226,63 @@ TEST_CASE("Top-K, Random-K and EF-sign hand MPI the bytes of docs/methods.md", "
 }
 
 // The codecs (TopkCodec.hpp, QsgdCodec.hpp, EfSignCodec.hpp) are what a framework's communication
-// hook calls around its own all-gather: encode, gather every rank's payload, decode into the
-// bucket. On the same gradients that must give the exchanges' update and residual bit for bit
-// (SGD at lr 1 from x = 0 makes x = -u exactly), step after step.
+// hook calls around its own all-gather, through the one interface of GatherCodec.hpp: encode,
+// gather every rank's payload, decode into the bucket. On the same gradients that must give the
+// exchanges' update and residual bit for bit (SGD at lr 1 from x = 0 makes x = -u exactly), step
+// after step.
+namespace {
+template <class Codec>
+void check_codec_against_exchange(const Communicator& comm, const std::string& method, Codec codec,
+                                  const std::map<std::string, std::string>& options) {
+  static_assert(is_gather_codec_v<Codec>);
+  INFO(method);
+  const Index n = codec.size();
+  const auto p = static_cast<std::size_t>(comm.size());
+  ExchangeConfig cfg;
+  cfg.method = method;
+  cfg.options = options;
+  auto ex = make_exchange(cfg, comm, n);
+  Optimizer sgd(OptimizerConfig{}, n);
+  auto x = to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f));
+  FloatView e("codec residual", Codec::has_residual ? static_cast<std::size_t>(n) : 0);
+  EncodeContext context{cfg.seed, 0, comm.rank(), Kokkos::View<std::int64_t, MemorySpace>("codec non-finite")};
+  PayloadView<Codec> payload("payload", static_cast<std::size_t>(codec.payload_words()));
+  PayloadView<Codec> all("all", static_cast<std::size_t>(codec.payload_words()) * p);
+  for (int step = 0; step < 3; ++step) {
+    INFO("step " << step);
+    const auto g = random_values(static_cast<std::size_t>(n), 31u * step + static_cast<unsigned>(comm.rank()));
+    Kokkos::deep_copy(x, 0.0f);
+    ex->step(x, to_device(g), sgd, 1.0);
+    auto buffer = to_device(g);
+    context.step = static_cast<std::uint64_t>(step);
+    codec.encode(ExecutionSpace(), buffer, e, context, payload);
+    Kokkos::fence();
+    comm.allgather(payload.data(), payload.extent(0), all.data());
+    if (!Codec::decode_overwrites) Kokkos::deep_copy(buffer, 0.0f);
+    codec.decode(ExecutionSpace(), all, buffer, comm.size());
+    Kokkos::fence();
+    const auto u = to_host(buffer), xs = to_host(x);
+    int differ = 0;
+    for (std::size_t i = 0; i < u.size(); ++i) differ += xs[i] != -u[i];
+    CHECK(differ == 0);
+    const auto state = ex->state();
+    REQUIRE(state.size() == (Codec::has_residual ? 1u : 0u));
+    if (Codec::has_residual) {
+      const auto es = to_host(e), ref = to_host(state[0].view);
+      for (std::size_t i = 0; i < es.size(); ++i) differ += es[i] != ref[i];
+      CHECK(differ == 0);
+    }
+  }
+}
+}  // namespace
+
 TEST_CASE("the Top-K, QSGD and EF-sign codecs around an outside all-gather reproduce the exchanges bit for bit",
           "[topk][qsgd][efsign][codec]") {
   Communicator comm;
   const Index n = 5003;
-  const auto p = static_cast<std::size_t>(comm.size());
-  for (const std::string method : {"topk", "qsgd", "efsign"}) {
-    INFO(method);
-    ExchangeConfig cfg;
-    cfg.method = method;
-    if (method == "topk") cfg.options = {{"ratio", "0.01"}};
-    auto ex = make_exchange(cfg, comm, n);
-    Optimizer sgd(OptimizerConfig{}, n);
-    auto x = to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f));
-    FloatView e("codec residual", static_cast<std::size_t>(n));
-    Kokkos::View<std::int64_t, MemorySpace> bad("codec non-finite");
-    TopkCodec topk(n, topk_k(0.01, n));
-    const QsgdCodec qsgd(n, 256);
-    const EfSignCodec efsign(n);
-    for (int step = 0; step < 3; ++step) {
-      INFO("step " << step);
-      const auto g = random_values(static_cast<std::size_t>(n), 31u * step + static_cast<unsigned>(comm.rank()));
-      Kokkos::deep_copy(x, 0.0f);
-      ex->step(x, to_device(g), sgd, 1.0);
-      auto buffer = to_device(g);
-      if (method == "topk") {
-        Kokkos::View<std::uint64_t*, MemorySpace> payload("payload", static_cast<std::size_t>(topk.k()));
-        Kokkos::View<std::uint64_t*, MemorySpace> all("all", static_cast<std::size_t>(topk.k()) * p);
-        topk.encode(ExecutionSpace(), buffer, e, bad, payload);
-        Kokkos::fence();
-        comm.allgather(payload.data(), payload.extent(0), all.data());
-        Kokkos::deep_copy(buffer, 0.0f);
-        TopkCodec::decode_add(ExecutionSpace(), all, buffer, 1.0f / static_cast<float>(p));
-      } else {
-        const Index words = method == "qsgd" ? qsgd.payload_words() : efsign.payload_words();
-        Kokkos::View<std::uint32_t*, MemorySpace> payload("payload", static_cast<std::size_t>(words));
-        Kokkos::View<std::uint32_t*, MemorySpace> all("all", static_cast<std::size_t>(words) * p);
-        if (method == "qsgd")
-          qsgd.encode(ExecutionSpace(), buffer,
-                      QsgdCodec::rounding_key(cfg.seed, static_cast<std::uint64_t>(step), comm.rank()), payload);
-        else
-          efsign.encode(ExecutionSpace(), buffer, e, bad, payload);
-        Kokkos::fence();
-        comm.allgather(payload.data(), payload.extent(0), all.data());
-        if (method == "qsgd")
-          qsgd.decode(ExecutionSpace(), all, buffer, comm.size());
-        else
-          efsign.decode(ExecutionSpace(), all, buffer, comm.size());
-      }
-      Kokkos::fence();
-      const auto u = to_host(buffer), xs = to_host(x);
-      int differ = 0;
-      for (std::size_t i = 0; i < u.size(); ++i) differ += xs[i] != -u[i];
-      CHECK(differ == 0);
-      if (method != "qsgd") {
-        const auto state = ex->state();
-        REQUIRE(state.size() == 1);
-        const auto es = to_host(e), ref = to_host(state[0].view);
-        for (std::size_t i = 0; i < es.size(); ++i) differ += es[i] != ref[i];
-        CHECK(differ == 0);
-      }
-    }
-  }
+  check_codec_against_exchange(comm, "topk", TopkCodec(n, topk_k(0.01, n)), {{"ratio", "0.01"}});
+  check_codec_against_exchange(comm, "qsgd", QsgdCodec(n, 256), {});
+  check_codec_against_exchange(comm, "efsign", EfSignCodec(n), {});
 }
 
 TEST_CASE("the baseline codecs refuse sizes and options they cannot serve", "[topk][qsgd][efsign][codec][errors]") {

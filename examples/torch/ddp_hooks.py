@@ -64,7 +64,8 @@ def run(rank, world, exchange, args, init, out):
                                                              start_powerSGD_iter=2), powerSGD_hook.powerSGD_hook)
     else:
         state_class, hook = at.available_methods()[exchange]
-        model.register_comm_hook(state_class(module=net) if exchange != "qsgd" else state_class(seed=args.seed), hook)
+        options = dict(seed=args.seed) if exchange == "qsgd" else {}
+        model.register_comm_hook(state_class(module=net, **options), hook)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     # The replicas averaged once, at the end (what docs/pytorch.md's table measured); a training run
     # uses PeriodicAverager(net, **at.default_averaging(opt)), a2sgd-train's periodic average.

@@ -22,13 +22,38 @@ from . import _a2sgd
 __all__ = ["A2SGDState", "a2sgd_hook", "TopKState", "topk_hook", "QSGDState", "qsgd_hook", "EFSignState",
            "efsign_hook", "available_methods", "default_averaging", "default_average_period", "PeriodicAverager"]
 
-_CHOICES = {"averaging": ("mean", "weighted"), "residual": ("local", "global"), "granularity": ("model", "layer"),
-            "zero_gradient": ("move", "hold")}
+def _registry_defaults():
+    """Every hook method's option defaults as a2sgd-train's registry declares them (the one place they
+    are defined): {method: {option_name: default text}}, option names spelled as Python arguments."""
+    return {method: {name.replace("-", "_"): default for name, default, _ in _a2sgd.method_options(method)}
+            for method in ("a2sgd", "topk", "qsgd", "efsign")}
 
 
-def available_methods():
-    """The exchange methods a2sgd.torch offers as DDP communication hooks: name -> (state class, hook),
-    the names a2sgd-train's --compressor takes."""
+_DEFAULTS = _registry_defaults()
+
+
+def _check_options(method, **values):
+    """Raises ValueError, naming the option, for a value a2sgd-train would refuse (the registry's
+    ranges and choices)."""
+    text = {name.replace("_", "-"): (("on" if value else "off") if isinstance(value, bool) else str(value))
+            for name, value in values.items()}
+    try:
+        _a2sgd.check_method_options(method, text)
+    except ValueError as e:
+        raise ValueError(f"a2sgd: {e}") from None
+
+
+def available_methods() -> dict:
+    """The exchange methods a2sgd.torch offers as DDP communication hooks.
+
+    Returns:
+        {name: (state class, hook)}, under the names a2sgd-train's --compressor takes.
+
+    Example::
+
+        >>> state_class, hook = available_methods()["topk"]
+        >>> ddp_model.register_comm_hook(state_class(module=net), hook)
+    """
     return {"a2sgd": (A2SGDState, a2sgd_hook), "topk": (TopKState, topk_hook), "qsgd": (QSGDState, qsgd_hook),
             "efsign": (EFSignState, efsign_hook)}
 
@@ -76,6 +101,17 @@ class _BucketState:
 
     def _world_size(self):
         return dist.get_world_size(self.process_group)
+
+    def __getstate__(self):
+        """A picklable copy without the process group (as torch's PowerSGDState does): a process
+        group cannot cross processes; the unpickled state runs on the default group."""
+        state = dict(self.__dict__)
+        state["process_group"] = None
+        state["_codecs"] = {}  # the library's codecs own device buffers; made again on first use
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
 
     def _names(self):
         if self.module is None:
@@ -186,14 +222,19 @@ class A2SGDState(_BucketState):
 
     _method = "a2sgd"
 
-    def __init__(self, process_group=None, module=None, averaging="mean", residual="local", granularity="model",
-                 error_feedback=True, zero_gradient="move", warmup_steps=0):
+    def __init__(self, process_group=None, module=None, averaging=_DEFAULTS["a2sgd"]["averaging"],
+                 residual=_DEFAULTS["a2sgd"]["residual"], granularity=_DEFAULTS["a2sgd"]["granularity"],
+                 error_feedback=_DEFAULTS["a2sgd"]["error_feedback"] == "on",
+                 zero_gradient=_DEFAULTS["a2sgd"]["zero_gradient"],
+                 warmup_steps=int(_DEFAULTS["a2sgd"]["warmup_steps"])):
         for name, value in (("averaging", averaging), ("residual", residual), ("granularity", granularity),
                             ("zero_gradient", zero_gradient)):
-            if value not in _CHOICES[name]:
-                raise ValueError(f"a2sgd: {name} must be one of {', '.join(_CHOICES[name])} (got {value!r})")
+            if not isinstance(value, str):
+                raise ValueError(f"a2sgd: {name} must be a str (got {value!r})")
         if not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise ValueError(f"a2sgd: warmup_steps must be a non-negative int (got {warmup_steps!r})")
+        _check_options("a2sgd", averaging=averaging, residual=residual, granularity=granularity,
+                       error_feedback=bool(error_feedback), zero_gradient=zero_gradient, warmup_steps=warmup_steps)
         super().__init__(process_group, module)
         self.averaging = averaging
         self.residual = residual
@@ -218,23 +259,32 @@ def _bounds(state, bucket, n):
     return _a2sgd.segment_bounds(n, [g.numel() for g in bucket.gradients()])
 
 
-def a2sgd_hook(state, bucket):
-    """DDP communication hook: A2SGD on one bucket. Returns a Future of the bucket's update."""
+def a2sgd_hook(state: "A2SGDState", bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: A2SGD on one bucket (16 bytes per bucket and step to all_reduce; 16 per
+    parameter tensor with granularity="layer").
+
+    Args:
+        state: the A2SGDState (its process group, options, residuals and byte counts).
+        bucket: the bucket DDP hands the hook.
+
+    Returns:
+        A Future of the bucket's buffer holding the decoded update, which DDP hands the optimizer.
+
+    Example::
+
+        >>> state = A2SGDState(module=net)
+        >>> ddp_model.register_comm_hook(state, a2sgd_hook)
+    """
     if not isinstance(state, A2SGDState):
         raise TypeError(f"a2sgd_hook: the state is a {type(state).__name__}, not an a2sgd.torch.A2SGDState")
     buffer = bucket.buffer()
     _check_bucket_tensor(buffer, f"bucket {bucket.index()}'s gradient buffer")
     world = state._world_size()
-    if bucket.index() == 0:
-        state.bytes_last_step = 0
     if state.iteration < state.warmup_steps:
         # Dense warm-up: the averaged gradient, as DDP's default all-reduce gives it.
-        state.bytes_last_step += 4 * buffer.numel()
-        state.bytes_handed += 4 * buffer.numel()
+        state._count(bucket, buffer.numel() * buffer.element_size())
         buffer.div_(world)
         fut = dist.all_reduce(buffer, group=state.process_group, async_op=True).get_future()
-        if bucket.is_last():
-            state.iteration += 1
         return fut.then(lambda f: f.value()[0])
 
     n = buffer.numel()
@@ -243,10 +293,7 @@ def a2sgd_hook(state, bucket):
     opts = state.options()
     payload, local_means, non_finite = _a2sgd.encode(buffer.data_ptr(), residual.data_ptr(), n, bounds, **opts)
     scalars = torch.tensor(payload, dtype=torch.float64, device=buffer.device)
-    state.bytes_last_step += scalars.numel() * scalars.element_size()
-    state.bytes_handed += scalars.numel() * scalars.element_size()
-    if bucket.is_last():
-        state.iteration += 1
+    state._count(bucket, scalars.numel() * scalars.element_size())
     fut = dist.all_reduce(scalars, group=state.process_group, async_op=True).get_future()
 
     def decode(f):
@@ -269,9 +316,10 @@ class TopKState(_BucketState):
 
     _method = "topk"
 
-    def __init__(self, process_group=None, module=None, ratio=0.001):
-        if not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
-            raise ValueError(f"a2sgd: ratio must be in (0, 1] (got {ratio!r})")
+    def __init__(self, process_group=None, module=None, ratio=float(_DEFAULTS["topk"]["ratio"])):
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+            raise ValueError(f"a2sgd: ratio must be a number (got {ratio!r})")
+        _check_options("topk", ratio=repr(float(ratio)))
         super().__init__(process_group, module)
         self.ratio = float(ratio)
 
@@ -288,12 +336,13 @@ class QSGDState(_BucketState):
 
     _method = "qsgd"
 
-    def __init__(self, process_group=None, levels=256, seed=0):
-        if not isinstance(levels, int) or not 1 <= levels < 2**24:
-            raise ValueError(f"a2sgd: levels must be an int in [1, 16777215] (got {levels!r})")
+    def __init__(self, process_group=None, module=None, levels=int(_DEFAULTS["qsgd"]["levels"]), seed=0):
+        if isinstance(levels, bool) or not isinstance(levels, int):
+            raise ValueError(f"a2sgd: levels must be an int (got {levels!r})")
+        _check_options("qsgd", levels=levels)
         if not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise ValueError(f"a2sgd: seed must be an int in [0, 2^64) (got {seed!r})")
-        super().__init__(process_group, None)
+        super().__init__(process_group, module)
         self.levels, self.seed = levels, seed
 
     def _saved_options(self):
@@ -355,8 +404,15 @@ def _first_float(words):
     return words[:, 0].contiguous().view(torch.float32)
 
 
-def topk_hook(state, bucket):
-    """DDP communication hook: Top-K with error feedback on one bucket (TopKState)."""
+def topk_hook(state: "TopKState", bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: Top-K with error feedback on one bucket.
+
+    Args:
+        state: the TopKState. bucket: the bucket DDP hands the hook.
+
+    Returns:
+        A Future of the bucket's buffer holding the mean of the ranks' sparse vectors.
+    """
     def encode(codec, buffer, payload):
         residual = state._residual(bucket, buffer)
         return codec.encode(buffer.data_ptr(), residual.data_ptr(), payload.data_ptr())
@@ -366,22 +422,38 @@ def topk_hook(state, bucket):
                         encode, lambda w: (w[:, 0] & 0xFFFFFFFF).to(torch.int32).view(torch.float32))
 
 
-def qsgd_hook(state, bucket):
-    """DDP communication hook: QSGD on one bucket (QSGDState)."""
+def qsgd_hook(state: "QSGDState", bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: QSGD on one bucket.
+
+    Args:
+        state: the QSGDState. bucket: the bucket DDP hands the hook.
+
+    Returns:
+        A Future of the bucket's buffer holding the mean of the ranks' dequantised gradients.
+    """
     def encode(codec, buffer, payload):
         # The stream of this step and rank, as a2sgd-train draws it for its one buffer; buckets past
         # the first draw from seeds of their own.
         rank = dist.get_rank(state.process_group)
         seed = (state.seed + bucket.index() * 0x9E3779B97F4A7C15) % 2**64
-        codec.encode(buffer.data_ptr(), _a2sgd.QsgdCodec.rounding_key(seed, state.iteration, rank), payload.data_ptr())
-        return "some" if not bool(torch.isfinite(payload[:1].view(torch.float32)).all()) else 0
+        codec.encode(buffer.data_ptr(), 0, payload.data_ptr(), seed=seed, step=state.iteration, rank=rank)
+        # QSGD folds no residual, so its codec counts nothing: count here, only when the norm is poisoned.
+        poisoned = not bool(torch.isfinite(payload[:1].view(torch.float32)).all())
+        return int((~torch.isfinite(buffer)).sum()) if poisoned else 0
 
     return _gather_hook(state, bucket, QSGDState, "qsgd", lambda n: _a2sgd.QsgdCodec(n, state.levels), torch.int32,
                         encode, _first_float)
 
 
-def efsign_hook(state, bucket):
-    """DDP communication hook: EF-sign on one bucket (EFSignState)."""
+def efsign_hook(state: "EFSignState", bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP communication hook: EF-sign on one bucket.
+
+    Args:
+        state: the EFSignState. bucket: the bucket DDP hands the hook.
+
+    Returns:
+        A Future of the bucket's buffer holding the mean of the ranks' scaled signs.
+    """
     def encode(codec, buffer, payload):
         residual = state._residual(bucket, buffer)
         return codec.encode(buffer.data_ptr(), residual.data_ptr(), payload.data_ptr())
@@ -392,7 +464,7 @@ def efsign_hook(state, bucket):
 _MODEL_CLASSES = ("mlp", "lstm")
 
 
-def default_averaging(optimizer, model="mlp"):
+def default_averaging(optimizer: torch.optim.Optimizer, model: str = "mlp") -> dict:
     """a2sgd-train's default replica averaging for a model class, as PeriodicAverager's keyword
     arguments: ``PeriodicAverager(net, **default_averaging(opt))``.
 
@@ -416,7 +488,7 @@ def default_averaging(optimizer, model="mlp"):
     return dict(period=100, outer="nesterov", outer_lr=0.7, outer_momentum=0.9)
 
 
-def default_average_period(optimizer, model="mlp"):
+def default_average_period(optimizer: torch.optim.Optimizer, model: str = "mlp") -> int:
     """The period of default_averaging(optimizer, model): 100 steps for the MLP class, 200 for the
     language model, with every optimizer (a2sgd-train averages plain SGD's replicas too)."""
     return default_averaging(optimizer, model)["period"]

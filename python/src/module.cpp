@@ -3,7 +3,9 @@
 // Python side hands over data pointers, after checking dtype, device and contiguity, so the
 // kernels run on the tensor's memory without a copy.
 #include <a2sgd/compress/A2sgdCodec.hpp>
+#include <a2sgd/compress/GatherCodec.hpp>
 #include <a2sgd/compress/EfSignCodec.hpp>
+#include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/QsgdCodec.hpp>
 #include <a2sgd/compress/TopkCodec.hpp>
 #include <a2sgd/core/BuildInfo.hpp>
@@ -62,90 +64,74 @@ struct LiveCodec {
   }
 };
 
-// The baselines' codecs with the device counter of non-finite entries their folds keep: reset
-// before, read after each encode (the count decides the hook's error message, not the result).
-struct Counter {
-  Kokkos::View<std::int64_t, MemorySpace> count{"a2sgd::python::non_finite"};
-  void reset() const { Kokkos::deep_copy(ExecutionSpace(), count, std::int64_t(0)); }
-  std::int64_t read() const {
-    std::int64_t n = 0;
-    Kokkos::deep_copy(n, count);  // fences
-    return n;
-  }
-};
-
-// Each binds a codec with its payload's word type and size and one encode and decode signature, so
-// that one template binds them all.
-struct PyTopk {
-  using Word = std::uint64_t;
+// A gather codec (GatherCodec.hpp) as Python holds it: with the device counter of non-finite entries
+// its fold keeps (reset before, read after each encode: the count decides the hook's error message,
+// not the result).
+template <class Codec>
+struct Bound {
   LiveCodec live;
-  TopkCodec codec;
-  Counter bad;
-  Index words() const { return codec.k(); }
-  void encode(const ExecutionSpace& exec, const FloatView& g, const FloatView& e,
-              const Kokkos::View<Word*, MemorySpace>& payload) {
-    codec.encode(exec, g, e, bad.count, payload);
-  }
-  void decode(const ExecutionSpace& exec, const Kokkos::View<Word*, MemorySpace>& all, const FloatView& u,
-              int ranks) const {
-    Kokkos::deep_copy(exec, u, 0.0f);
-    TopkCodec::decode_add(exec, all, u, 1.0f / static_cast<float>(ranks));
-  }
+  Codec codec;
+  Kokkos::View<std::int64_t, MemorySpace> non_finite{"a2sgd::python::non_finite"};
 };
 
-struct PyQsgd {
-  using Word = std::uint32_t;
-  LiveCodec live;
-  QsgdCodec codec;
-  Index words() const { return codec.payload_words(); }
-  void decode(const ExecutionSpace& exec, const Kokkos::View<Word*, MemorySpace>& all, const FloatView& u,
-              int ranks) const {
-    codec.decode(exec, all, u, ranks);
-  }
-};
-
-struct PyEfSign {
-  using Word = std::uint32_t;
-  LiveCodec live;
-  EfSignCodec codec;
-  Counter bad;
-  Index words() const { return codec.payload_words(); }
-  void encode(const ExecutionSpace& exec, const FloatView& g, const FloatView& e,
-              const Kokkos::View<Word*, MemorySpace>& payload) {
-    codec.encode(exec, g, e, bad.count, payload);
-  }
-  void decode(const ExecutionSpace& exec, const Kokkos::View<Word*, MemorySpace>& all, const FloatView& u,
-              int ranks) const {
-    codec.decode(exec, all, u, ranks);
-  }
-};
-
-// e <- a = g + e, the payload from a, what it carries out of e; returns a's non-finite entries.
-template <class Py>
-std::int64_t encode_with_residual(Py& c, std::uintptr_t grad, std::uintptr_t residual, std::uintptr_t payload) {
-  py::gil_scoped_release unlocked;
-  const ExecutionSpace exec;
-  c.bad.reset();
-  c.encode(exec, view_of(grad, c.codec.size()), view_of(residual, c.codec.size()),
-           words_of<typename Py::Word>(payload, c.words(), "the payload"));
-  return c.bad.read();
+// Binds the gather codec interface once for every codec: size, payload words and their width,
+// whether it keeps a residual, encode and decode. `init` is the codec's constructor from Python.
+template <class Codec, class Init>
+py::class_<Bound<Codec>> bind_gather_codec(py::module_& m, const char* name, const char* doc, Init init) {
+  using B = Bound<Codec>;
+  using Word = typename Codec::Word;
+  py::class_<B> c(m, name, doc);
+  c.def(std::move(init))
+      .def_property_readonly("size", [](const B& b) { return b.codec.size(); })
+      .def_property_readonly("payload_words", [](const B& b) { return b.codec.payload_words(); })
+      .def_property_readonly_static("word_bytes", [](py::object) { return sizeof(Word); })
+      .def_property_readonly_static("has_residual", [](py::object) { return Codec::has_residual; })
+      .def(
+          "encode",
+          [](B& b, std::uintptr_t grad, std::uintptr_t residual, std::uintptr_t payload, std::uint64_t seed,
+             std::uint64_t step, int rank) {
+            py::gil_scoped_release unlocked;
+            const ExecutionSpace exec;
+            const Index n = b.codec.size();
+            Kokkos::deep_copy(exec, b.non_finite, std::int64_t(0));
+            b.codec.encode(exec, view_of(grad, n), Codec::has_residual ? view_of(residual, n) : FloatView(),
+                           EncodeContext{seed, step, rank, b.non_finite},
+                           words_of<Word>(payload, b.codec.payload_words(), "the payload"));
+            std::int64_t bad = 0;
+            Kokkos::deep_copy(bad, b.non_finite);  // fences
+            return bad;
+          },
+          py::arg("grad"), py::arg("residual"), py::arg("payload"), py::arg("seed") = 0, py::arg("step") = 0,
+          py::arg("rank") = 0,
+          "the payload of g (with the residual folded in where the codec keeps one; seed, step and rank fix a "
+          "random rounding's stream); returns the number of non-finite entries the fold met")
+      .def(
+          "decode",
+          [](const B& b, std::uintptr_t gathered, int ranks, std::uintptr_t out) {
+            if (ranks < 1) throw InvalidArgument("ranks " + std::to_string(ranks));
+            py::gil_scoped_release unlocked;
+            const ExecutionSpace exec;
+            const FloatView u = view_of(out, b.codec.size());
+            if (!Codec::decode_overwrites) Kokkos::deep_copy(exec, u, 0.0f);
+            b.codec.decode(exec, words_of<Word>(gathered, b.codec.payload_words() * ranks, "the gathered payloads"), u,
+                           ranks);
+            exec.fence();
+          },
+          py::arg("gathered"), py::arg("ranks"), py::arg("out"),
+          "out <- the mean over the ranks of their decoded payloads (`ranks` of them, rank after rank)");
+  return c;
 }
 
-// out <- the update from every rank's payload, `ranks` of them one after the other in `gathered`.
-template <class Py>
-void decode_gathered(const Py& c, std::uintptr_t gathered, int ranks, std::uintptr_t out) {
-  if (ranks < 1) throw InvalidArgument("ranks " + std::to_string(ranks));
-  py::gil_scoped_release unlocked;
-  const ExecutionSpace exec;
-  c.decode(exec, words_of<typename Py::Word>(gathered, c.words() * ranks, "the gathered payloads"),
-           view_of(out, c.codec.size()), ranks);
-  exec.fence();
-}
-
-A2sgdCodecOptions codec_options(const std::string& averaging, const std::string& residual, bool error_feedback,
-                                const std::string& zero_gradient) {
-  return {parse_global_averaging(averaging), parse_residual_reference(residual), error_feedback,
-          parse_zero_gradient(zero_gradient)};
+// A2SGD's codec from the hook's segment bounds (which must run from 0 to n) and option names.
+A2sgdCodec codec_of(Index n, const std::vector<Index>& bounds, const std::string& averaging,
+                    const std::string& residual, bool error_feedback, const std::string& zero_gradient) {
+  if (bounds.size() < 2 || bounds.front() != 0 || bounds.back() != n)
+    throw InvalidArgument("segment bounds must run from 0 to n = " + std::to_string(n));
+  std::vector<Index> sizes;
+  for (std::size_t s = 0; s + 1 < bounds.size(); ++s) sizes.push_back(bounds[s + 1] - bounds[s]);
+  const A2sgdCodecOptions o{parse_global_averaging(averaging), parse_residual_reference(residual), error_feedback,
+                            parse_zero_gradient(zero_gradient)};
+  return A2sgdCodec(n, o, sizes.size() == 1 ? std::vector<Index>{} : sizes);
 }
 
 }  // namespace
@@ -162,6 +148,27 @@ PYBIND11_MODULE(_a2sgd, m) {
   }));
   py::register_exception<InvalidArgument>(m, "InvalidArgument", PyExc_ValueError);
 
+  // The methods' options as the registry declares them (the one place their defaults, choices and
+  // ranges live): a2sgd.torch reads its states' defaults and checks their values here.
+  m.def(
+      "method_options",
+      [](const std::string& name) {
+        std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> out;
+        for (const OptionSpec& o : exchange_method(name).options) out.emplace_back(o.name, o.default_value, o.choices);
+        return out;
+      },
+      py::arg("method"), "(name, default, choices) of every option of an exchange method, as a2sgd-train has them");
+  m.def(
+      "check_method_options",
+      [](const std::string& name, const std::map<std::string, std::string>& values) {
+        const ExchangeMethod& method = exchange_method(name);
+        OptionValues o = default_options(method);
+        for (const auto& [key, value] : values) o.set(key, value);
+        if (method.check_options) method.check_options(o);
+      },
+      py::arg("method"), py::arg("values"),
+      "raises ValueError naming the option when a value is outside what a2sgd-train accepts");
+
   m.def(
       "memory_space", [] { return std::string(MemorySpace::name()); },
       "the name of the Kokkos memory space the kernels read");
@@ -170,9 +177,9 @@ PYBIND11_MODULE(_a2sgd, m) {
       "whether the kernels read host memory (a CPU build) rather than a device's (CUDA, HIP)");
   m.def(
       "payload_width",
-      [](const std::string& averaging) { return a2sgd_payload_width(parse_global_averaging(averaging)); },
+      [](const std::string& averaging) { return A2sgdCodec::payload_width(parse_global_averaging(averaging)); },
       py::arg("averaging"), "doubles per segment in the payload: 2 (mean) or 4 (weighted)");
-  m.def("segment_bounds", &a2sgd_segment_bounds, py::arg("n"), py::arg("sizes"),
+  m.def("segment_bounds", &A2sgdCodec::segment_bounds, py::arg("n"), py::arg("sizes"),
         "[0, n] for the whole buffer, or the running sums of the tensor sizes (which must add up to n)");
 
   m.def(
@@ -180,18 +187,16 @@ PYBIND11_MODULE(_a2sgd, m) {
       [](std::uintptr_t grad, std::uintptr_t residual, Index n, const std::vector<Index>& bounds,
          const std::string& averaging, const std::string& residual_ref, bool error_feedback,
          const std::string& zero_gradient) {
-        const A2sgdCodecOptions o = codec_options(averaging, residual_ref, error_feedback, zero_gradient);
-        if (bounds.size() < 2 || bounds.front() != 0 || bounds.back() != n)
-          throw InvalidArgument("segment bounds must run from 0 to n = " + std::to_string(n));
-        const std::size_t segments = bounds.size() - 1;
+        const A2sgdCodec codec = codec_of(n, bounds, averaging, residual_ref, error_feedback, zero_gradient);
+        const std::size_t segments = codec.segments();
         std::vector<TwoMeansResult> local(segments);
-        std::vector<double> payload(static_cast<std::size_t>(a2sgd_payload_width(o.averaging)) * segments);
+        std::vector<double> payload(static_cast<std::size_t>(codec.payload_words()));
         std::int64_t non_finite = 0;
         {
           py::gil_scoped_release unlocked;
           const FloatView g = view_of(grad, n);
           const FloatView e = error_feedback ? view_of(residual, n) : FloatView();
-          non_finite = a2sgd_encode(ExecutionSpace(), o, g, e, bounds, local.data(), payload.data());
+          non_finite = codec.encode(ExecutionSpace(), g, e, local.data(), payload.data());
         }
         std::vector<std::pair<double, double>> means(segments);
         for (std::size_t s = 0; s < segments; ++s) means[s] = {local[s].mean_pos(), local[s].mean_neg()};
@@ -205,14 +210,18 @@ PYBIND11_MODULE(_a2sgd, m) {
       "global_means",
       [](const std::vector<double>& reduced, const std::string& averaging, int world_size) {
         const GlobalAveraging a = parse_global_averaging(averaging);
-        const std::size_t width = static_cast<std::size_t>(a2sgd_payload_width(a));
+        const std::size_t width = static_cast<std::size_t>(A2sgdCodec::payload_width(a));
         if (world_size < 1) throw InvalidArgument("world size " + std::to_string(world_size));
         if (reduced.empty() || reduced.size() % width != 0)
           throw InvalidArgument("a payload of " + std::to_string(reduced.size()) + " values for width " +
                                 std::to_string(width));
-        std::vector<std::pair<double, double>> means(reduced.size() / width);
-        for (std::size_t s = 0; s < means.size(); ++s)
-          means[s] = a2sgd_global_means(a, &reduced[width * s], world_size);
+        // Segments of one value each stand for the payload's segments: the means need no sizes.
+        const auto segments = static_cast<Index>(reduced.size() / width);
+        A2sgdCodecOptions o;
+        o.averaging = a;
+        const A2sgdCodec codec(segments, o, std::vector<Index>(static_cast<std::size_t>(segments), 1));
+        std::vector<std::pair<double, double>> means(static_cast<std::size_t>(segments));
+        codec.global_means(reduced.data(), world_size, means.data());
         return means;
       },
       py::arg("reduced"), py::arg("averaging"), py::arg("world_size"),
@@ -224,15 +233,13 @@ PYBIND11_MODULE(_a2sgd, m) {
          const std::vector<std::pair<double, double>>& local_means,
          const std::vector<std::pair<double, double>>& global_means, const std::string& averaging,
          const std::string& residual_ref, bool error_feedback, const std::string& zero_gradient) {
-        const A2sgdCodecOptions o = codec_options(averaging, residual_ref, error_feedback, zero_gradient);
-        if (bounds.size() < 2 || bounds.front() != 0 || bounds.back() != n)
-          throw InvalidArgument("segment bounds must run from 0 to n = " + std::to_string(n));
-        if (local_means.size() != bounds.size() - 1 || global_means.size() != bounds.size() - 1)
+        const A2sgdCodec codec = codec_of(n, bounds, averaging, residual_ref, error_feedback, zero_gradient);
+        if (local_means.size() != codec.segments() || global_means.size() != codec.segments())
           throw InvalidArgument("one (pos, neg) pair of local and of global means per segment");
         py::gil_scoped_release unlocked;
         const FloatView g = view_of(grad, n);
         const FloatView e = error_feedback ? view_of(residual, n) : FloatView();
-        a2sgd_decode_in_place(ExecutionSpace(), o, g, e, bounds, local_means.data(), global_means.data());
+        codec.decode_in_place(ExecutionSpace(), g, e, local_means.data(), global_means.data());
         ExecutionSpace().fence();
       },
       py::arg("grad"), py::arg("residual"), py::arg("n"), py::arg("bounds"), py::arg("local_means"),
@@ -240,56 +247,18 @@ PYBIND11_MODULE(_a2sgd, m) {
       py::arg("error_feedback") = true, py::arg("zero_gradient") = "move",
       "A2SGD's decode pass: the update replaces g, the residual e = a - c, per segment");
 
-  // The baselines, as a2sgd-train runs them (TopkCodec.hpp, QsgdCodec.hpp, EfSignCodec.hpp): the
-  // payload words are handed over as torch int64 (Top-K) or int32 (QSGD, EF-sign) tensors of the
-  // same bits, which every rank all-gathers.
-  py::class_<PyTopk>(m, "TopkCodec", "Top-K with error feedback on n float32 values: a payload of k int64 words")
-      .def(py::init([](Index n, double ratio) {
-             return PyTopk{LiveCodec(), TopkCodec(n, topk_k(ratio, n)), Counter()};
-           }),
-           py::arg("n"), py::arg("ratio"))
-      .def_property_readonly("k", [](const PyTopk& c) { return c.codec.k(); })
-      .def_property_readonly("payload_words", [](const PyTopk& c) { return c.words(); })
-      .def_property_readonly("size", [](const PyTopk& c) { return c.codec.size(); })
-      .def("encode", &encode_with_residual<PyTopk>, py::arg("grad"), py::arg("residual"), py::arg("payload"),
-           "e <- a = g + e; the k largest |a| as (index << 32 | value bits) into the payload, out of e; returns "
-           "the number of non-finite entries of a")
-      .def("decode", &decode_gathered<PyTopk>, py::arg("gathered"), py::arg("ranks"), py::arg("out"),
-           "out <- the mean over the ranks of their sparse vectors (out is zeroed first)");
-
-  py::class_<PyQsgd>(m, "QsgdCodec", "QSGD on n float32 values: a payload of payload_words int32 words")
-      .def(py::init([](Index n, std::int64_t levels) {
-             return PyQsgd{LiveCodec(), QsgdCodec(n, levels)};
-           }),
-           py::arg("n"), py::arg("levels"))
-      .def_property_readonly("size", [](const PyQsgd& c) { return c.codec.size(); })
-      .def_property_readonly("bits", [](const PyQsgd& c) { return c.codec.bits(); })
-      .def_property_readonly("payload_words", [](const PyQsgd& c) { return c.codec.payload_words(); })
-      .def_static("rounding_key", &QsgdCodec::rounding_key, py::arg("seed"), py::arg("step"), py::arg("rank"))
-      .def(
-          "encode",
-          [](const PyQsgd& c, std::uintptr_t grad, std::uint64_t key, std::uintptr_t payload) {
-            py::gil_scoped_release unlocked;
-            const ExecutionSpace exec;
-            c.codec.encode(exec, view_of(grad, c.codec.size()), key,
-                           words_of<std::uint32_t>(payload, c.codec.payload_words(), "the payload"));
-            exec.fence();
-          },
-          py::arg("grad"), py::arg("key"), py::arg("payload"),
-          "the norm and the packed sign/level fields of g, rounded with the stream `key`")
-      .def("decode", &decode_gathered<PyQsgd>, py::arg("gathered"), py::arg("ranks"), py::arg("out"),
-           "out <- the mean over the ranks of their decoded payloads");
-
-  py::class_<PyEfSign>(m, "EfSignCodec", "EF-sign on n float32 values: a payload of payload_words int32 words")
-      .def(py::init([](Index n) {
-             return PyEfSign{LiveCodec(), EfSignCodec(n), Counter()};
-           }),
-           py::arg("n"))
-      .def_property_readonly("size", [](const PyEfSign& c) { return c.codec.size(); })
-      .def_property_readonly("payload_words", [](const PyEfSign& c) { return c.codec.payload_words(); })
-      .def("encode", &encode_with_residual<PyEfSign>, py::arg("grad"), py::arg("residual"), py::arg("payload"),
-           "e <- a = g + e; the scale ||a||_1 / n and the signs of a into the payload; e <- a - s sign(a); returns "
-           "the number of non-finite entries of a")
-      .def("decode", &decode_gathered<PyEfSign>, py::arg("gathered"), py::arg("ranks"), py::arg("out"),
-           "out <- the mean over the ranks of s_r sign_r");
+  // The baselines, as a2sgd-train runs them (TopkCodec.hpp, QsgdCodec.hpp, EfSignCodec.hpp), each
+  // through the one gather interface: the payload words are handed over as torch int64 (Top-K) or
+  // int32 (QSGD, EF-sign) tensors of the same bits, which every rank all-gathers.
+  bind_gather_codec<TopkCodec>(
+      m, "TopkCodec", "Top-K with error feedback on n float32 values: a payload of k int64 words",
+      py::init([](Index n, double ratio) { return Bound<TopkCodec>{LiveCodec(), TopkCodec(n, topk_k(ratio, n))}; }))
+      .def_property_readonly("k", [](const Bound<TopkCodec>& b) { return b.codec.k(); });
+  bind_gather_codec<QsgdCodec>(
+      m, "QsgdCodec", "QSGD on n float32 values: a payload of payload_words int32 words",
+      py::init([](Index n, std::int64_t levels) { return Bound<QsgdCodec>{LiveCodec(), QsgdCodec(n, levels)}; }))
+      .def_property_readonly("bits", [](const Bound<QsgdCodec>& b) { return b.codec.bits(); });
+  bind_gather_codec<EfSignCodec>(
+      m, "EfSignCodec", "EF-sign with error feedback on n float32 values: a payload of payload_words int32 words",
+      py::init([](Index n) { return Bound<EfSignCodec>{LiveCodec(), EfSignCodec(n)}; }));
 }

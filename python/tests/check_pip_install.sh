@@ -11,9 +11,10 @@ src=$1 work=$2 python=$3
 "$python" -c "import venv, ensurepip" 2> /dev/null || { echo "SKIPPED: no venv/ensurepip (python3-venv)"; exit 0; }
 rm -rf "$work" && mkdir -p "$work" || exit 1
 "$python" -m venv --system-site-packages "$work/venv" || { echo "FAIL: python3 -m venv"; exit 1; }
-# A copy of the tree, as pip builds in place: the source tree's own build folders stay out of it.
-mkdir -p "$work/src" && (cd "$src" && git ls-files -z 2> /dev/null | xargs -0 cp --parents -t "$work/src" 2> /dev/null) ||
-  cp -r "$src"/. "$work/src"
+# A copy of the tracked tree, as pip builds in place: the source tree's own build folders stay out of
+# it; links (results linked from another study) stay links.
+mkdir -p "$work/src" && (cd "$src" && git ls-files -z 2> /dev/null | xargs -0 cp -P --parents -t "$work/src" 2> /dev/null) ||
+  (cd "$src" && tar --exclude='./build*' --exclude='./_build' -cf - .) | (cd "$work/src" && tar -xf -)
 [[ -f $work/src/pyproject.toml ]] || { echo "FAIL: no pyproject.toml in the copy"; exit 1; }
 if ! CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2} "$work/venv/bin/python" -m pip install --no-build-isolation \
     --no-index "$work/src" > "$work/pip.log" 2>&1; then

@@ -22,6 +22,7 @@ Usage: check_torch_hooks.py WORK_DIR [--quick]   (PYTHONPATH must reach the a2sg
 """
 import gc
 import math
+import inspect
 import os
 import shutil
 import sys
@@ -511,6 +512,18 @@ if __name__ == "__main__":
               f"PeriodicAverager, outer {outer}: state_dict restores the step count and the outer state")
     check(all(r["averager refuses another period"] for r in results),
           "PeriodicAverager.load_state_dict refuses a state saved with another period")
+    # A state pickles without its process group (which cannot cross processes), keeping its residuals.
+    import pickle
+    st = at.TopKState(process_group=lambda: None, ratio=0.25)  # a lambda: unpicklable, as a real group is
+    st.residuals[0] = torch.arange(4.0)
+    st.iteration = 3
+    back = pickle.loads(pickle.dumps(st))
+    check(back.process_group is None and back.iteration == 3 and torch.equal(back.residuals[0], torch.arange(4.0))
+          and back.ratio == 0.25, "a state pickles without its process group, with its residuals and step count")
+    check(list(inspect.signature(at.QSGDState).parameters)[:2] == ["process_group", "module"]
+          and all(list(inspect.signature(c).parameters)[:2] == ["process_group", "module"]
+                  for c in (at.A2SGDState, at.TopKState, at.EFSignState)),
+          "every state takes process_group and module first")
     check(all(r["averaging rule"] for r in results),
           "default_averaging: a2sgd-train's rule (MLP every 100 with the outer Nesterov step, LSTM every 200 plain) "
           "for SGD, momentum and Adam; an unknown model class refused")

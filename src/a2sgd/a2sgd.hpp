@@ -8,10 +8,13 @@
 #include <a2sgd/comm/StopSignals.hpp>
 #include <a2sgd/comm/ViewCollectives.hpp>
 #include <a2sgd/compress/A2sgdCodec.hpp>
+#include <a2sgd/compress/A2sgdOptions.hpp>
 #include <a2sgd/compress/EfSignCodec.hpp>
 #include <a2sgd/compress/Exchange.hpp>
 #include <a2sgd/compress/ExchangeFactory.hpp>
 #include <a2sgd/compress/ExchangeRegistry.hpp>
+#include <a2sgd/compress/GatherCodec.hpp>
+#include <a2sgd/compress/GatherExchange.hpp>
 #include <a2sgd/compress/KernelTraffic.hpp>
 #include <a2sgd/compress/ModelAveraging.hpp>
 #include <a2sgd/compress/QsgdCodec.hpp>

@@ -100,6 +100,89 @@ void Communicator::allgather_bytes(const void* send, std::size_t count, std::siz
   }
 }
 
+namespace {
+
+// The count a non-blocking collective takes: one MPI call (a request per chunk would make the
+// caller juggle several), so at most INT_MAX values.
+int single_call_count(std::size_t count, const char* what) {
+  if (count > static_cast<std::size_t>(INT_MAX))
+    throw InvalidArgument(std::string("Communicator::") + what + ": " + std::to_string(count) +
+                          " values exceed INT_MAX");
+  return static_cast<int>(count);
+}
+
+}  // namespace
+
+Request Communicator::iallreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type,
+                                       MPI_Op op, StepStats* stats) const {
+  const int n = single_call_count(count, "iallreduce");
+  Stopwatch clock;
+  MPI_Request request = MPI_REQUEST_NULL;
+  A2SGD_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, inout, n, type, op, m_comm, &request));
+  if (stats) {
+    stats->comm_s += clock.seconds();
+    stats->bytes_sent += count * elem_size;
+    stats->messages += 1;
+  }
+  return Request(request, stats, m_watchdog, "MPI_Iallreduce");
+}
+
+Request Communicator::iallgather_bytes(const void* send, std::size_t count, std::size_t elem_size, MPI_Datatype type,
+                                       void* recv, StepStats* stats) const {
+  const int n = single_call_count(count, "iallgather");
+  Stopwatch clock;
+  MPI_Request request = MPI_REQUEST_NULL;
+  A2SGD_MPI_CHECK(MPI_Iallgather(send, n, type, recv, n, type, m_comm, &request));
+  if (stats) {
+    stats->comm_s += clock.seconds();
+    stats->bytes_sent += count * elem_size;
+    stats->messages += 1;
+  }
+  return Request(request, stats, m_watchdog, "MPI_Iallgather");
+}
+
+Request::~Request() {
+  if (m_request != MPI_REQUEST_NULL) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Wait(&m_request, MPI_STATUS_IGNORE);  // no throw from a destructor
+  }
+}
+
+Request::Request(Request&& other) noexcept
+    : m_request(std::exchange(other.m_request, MPI_REQUEST_NULL)),
+      m_stats(other.m_stats),
+      m_watchdog(other.m_watchdog),
+      m_what(other.m_what) {}
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    if (m_request != MPI_REQUEST_NULL) MPI_Wait(&m_request, MPI_STATUS_IGNORE);
+    m_request = std::exchange(other.m_request, MPI_REQUEST_NULL);
+    m_stats = other.m_stats;
+    m_watchdog = other.m_watchdog;
+    m_what = other.m_what;
+  }
+  return *this;
+}
+
+bool Request::test() {
+  if (m_request == MPI_REQUEST_NULL) return true;
+  Stopwatch clock;
+  int done = 0;
+  A2SGD_MPI_CHECK(MPI_Test(&m_request, &done, MPI_STATUS_IGNORE));
+  account(clock.seconds());
+  return done != 0;
+}
+
+void Request::wait() {
+  if (m_request == MPI_REQUEST_NULL) return;
+  const CollectiveWatchdog::Wait watching(m_watchdog, m_what);
+  Stopwatch clock;
+  A2SGD_MPI_CHECK(MPI_Wait(&m_request, MPI_STATUS_IGNORE));
+  account(clock.seconds());
+}
+
 void Communicator::alltoallv_bytes(const void* send, const int* send_counts, const int* send_displs, void* recv,
                                    const int* recv_counts, const int* recv_displs, std::size_t elem_size,
                                    MPI_Datatype type, StepStats* stats) const {

@@ -3,6 +3,7 @@
 /// RAII MPI communicator with checked calls, byte/time accounting and collective error agreement.
 
 #include <a2sgd/comm/CollectiveWatchdog.hpp>
+#include <a2sgd/comm/Request.hpp>
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/Error.hpp>
 
@@ -80,6 +81,21 @@ class Communicator {
     allgather_bytes(send, count, sizeof(T), detail::mpi_datatype<T>(), recv, stats);
   }
 
+  /// Non-blocking in-place MPI_Iallreduce of `count` values (at most INT_MAX): the returned Request
+  /// completes it; `inout` must stay valid and untouched until then. Bytes and the collective are
+  /// accounted now, the waiting in Request::test() / wait(). Every rank must start the same
+  /// non-blocking collectives in the same order (MPI's rule), as with the blocking ones.
+  template <class T>
+  [[nodiscard]] Request iallreduce(T* inout, std::size_t count, MPI_Op op, StepStats* stats = nullptr) const {
+    return iallreduce_bytes(inout, count, sizeof(T), detail::mpi_datatype<T>(), op, stats);
+  }
+
+  /// Non-blocking MPI_Iallgather of `count` values per rank into `recv` (rank order); as iallreduce.
+  template <class T>
+  [[nodiscard]] Request iallgather(const T* send, std::size_t count, T* recv, StepStats* stats = nullptr) const {
+    return iallgather_bytes(send, count, sizeof(T), detail::mpi_datatype<T>(), recv, stats);
+  }
+
   /// MPI_Alltoallv: to rank q go send_counts[q] values from send + send_displs[q], from rank q
   /// come recv_counts[q] values into recv + recv_displs[q] (counts and displacements in values).
   /// Bytes accounted: the values this rank sends.
@@ -150,6 +166,10 @@ class Communicator {
                        StepStats* stats) const;
   void allgatherv_bytes(void* data, const int* counts, const int* displs, std::size_t elem_size, MPI_Datatype type,
                         StepStats* stats) const;
+  Request iallreduce_bytes(void* inout, std::size_t count, std::size_t elem_size, MPI_Datatype type, MPI_Op op,
+                           StepStats* stats) const;
+  Request iallgather_bytes(const void* send, std::size_t count, std::size_t elem_size, MPI_Datatype type, void* recv,
+                           StepStats* stats) const;
   void release() noexcept;
 
   MPI_Comm m_comm = MPI_COMM_NULL;

@@ -17,7 +17,10 @@ struct WriteUpdate {
 
 }  // namespace
 
-std::vector<Index> a2sgd_segment_bounds(Index n, const std::vector<Index>& sizes) {
+A2sgdCodec::A2sgdCodec(Index n, const A2sgdCodecOptions& options, const std::vector<Index>& sizes)
+    : m_options(options), m_bounds(segment_bounds(n, sizes)) {}
+
+std::vector<Index> A2sgdCodec::segment_bounds(Index n, const std::vector<Index>& sizes) {
   if (n < 0) throw InvalidArgument("a2sgd: a buffer of " + std::to_string(n) + " values");
   if (sizes.empty()) return {0, n};
   std::vector<Index> bounds{0};
@@ -31,14 +34,15 @@ std::vector<Index> a2sgd_segment_bounds(Index n, const std::vector<Index>& sizes
   return bounds;
 }
 
-std::int64_t a2sgd_encode(const ExecutionSpace& exec, const A2sgdCodecOptions& o, const ConstFloatView& g,
-                          const ConstFloatView& e, const std::vector<Index>& bounds, TwoMeansResult* local,
-                          double* payload) {
+std::int64_t A2sgdCodec::encode(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e,
+                                TwoMeansResult* local, double* payload) const {
+  const A2sgdCodecOptions& o = m_options;
+  const std::vector<Index>& bounds = m_bounds;
   const bool ef = o.error_feedback;
   // Without error feedback a = g, whose zeros join no class anyway: hold changes nothing there.
   const bool hold = ef && o.zero_gradient == ZeroGradient::hold;
   const bool weighted = o.averaging == GlobalAveraging::weighted;
-  const std::size_t width = static_cast<std::size_t>(a2sgd_payload_width(o.averaging));
+  const std::size_t width = static_cast<std::size_t>(payload_width(o.averaging));
   std::int64_t non_finite = 0;
   for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
     const auto range = std::make_pair(bounds[s], bounds[s + 1]);
@@ -61,17 +65,21 @@ std::int64_t a2sgd_encode(const ExecutionSpace& exec, const A2sgdCodecOptions& o
   return non_finite;
 }
 
-std::pair<double, double> a2sgd_global_means(GlobalAveraging averaging, const double* q, int p) noexcept {
-  if (averaging == GlobalAveraging::weighted) return {q[2] > 0 ? q[0] / q[2] : 0.0, q[3] > 0 ? q[1] / q[3] : 0.0};
+void A2sgdCodec::global_means(const double* reduced, int p, std::pair<double, double>* out) const noexcept {
+  const std::size_t width = static_cast<std::size_t>(payload_width(m_options.averaging));
   const double ranks = static_cast<double>(p);
-  return {q[0] / ranks, q[1] / ranks};
+  for (std::size_t s = 0; s < segments(); ++s) {
+    const double* q = reduced + width * s;
+    out[s] = m_options.averaging == GlobalAveraging::weighted
+                 ? std::pair<double, double>{q[2] > 0 ? q[0] / q[2] : 0.0, q[3] > 0 ? q[1] / q[3] : 0.0}
+                 : std::pair<double, double>{q[0] / ranks, q[1] / ranks};
+  }
 }
 
-void a2sgd_decode_in_place(const ExecutionSpace& exec, const A2sgdCodecOptions& options, const FloatView& g,
-                           const FloatView& e, const std::vector<Index>& bounds,
-                           const std::pair<double, double>* local_means,
-                           const std::pair<double, double>* global_means) {
-  impl::a2sgd_apply_segments(exec, options, g, e, bounds, local_means, global_means, WriteUpdate{g});
+void A2sgdCodec::decode_in_place(const ExecutionSpace& exec, const FloatView& g, const FloatView& e,
+                                 const std::pair<double, double>* local_means,
+                                 const std::pair<double, double>* global_means) const {
+  impl::a2sgd_apply_segments(exec, m_options, g, e, m_bounds, local_means, global_means, WriteUpdate{g});
 }
 
 }  // namespace a2sgd

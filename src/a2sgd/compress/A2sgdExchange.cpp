@@ -25,14 +25,10 @@ std::string signature(const A2sgdOptions& o) {
   return s;
 }
 
-std::vector<Index> bounds_of(const A2sgdOptions& o, Index n) {
+A2sgdCodec codec_of(const A2sgdOptions& o, Index n) {
   if (o.granularity == Granularity::layer && o.segments.empty())
     throw InvalidArgument("a2sgd: layer granularity needs the model's tensor sizes");
-  return a2sgd_segment_bounds(n, o.granularity == Granularity::layer ? o.segments : std::vector<Index>{});
-}
-
-A2sgdCodecOptions codec_options(const A2sgdOptions& o) {
-  return {o.averaging, o.residual, o.error_feedback, o.zero_gradient};
+  return A2sgdCodec(n, codec_options(o), o.granularity == Granularity::layer ? o.segments : std::vector<Index>{});
 }
 
 // The averaging policy: the common options', with A2sgdOptions' own two fields (kept for code
@@ -60,55 +56,17 @@ std::string averaging_conflict(const CommonExchangeOptions& common, const A2sgdO
 
 }  // namespace
 
-GlobalAveraging parse_global_averaging(std::string_view name) {
-  if (name == "mean") return GlobalAveraging::mean;
-  if (name == "weighted") return GlobalAveraging::weighted;
-  throw InvalidArgument("unknown A2SGD global averaging \"" + std::string(name) + "\" (valid: mean, weighted)");
-}
-
-ResidualReference parse_residual_reference(std::string_view name) {
-  if (name == "local") return ResidualReference::local;
-  if (name == "global") return ResidualReference::global;
-  throw InvalidArgument("unknown A2SGD residual reference \"" + std::string(name) + "\" (valid: local, global)");
-}
-
-ZeroGradient parse_zero_gradient(std::string_view name) {
-  if (name == "move") return ZeroGradient::move;
-  if (name == "hold") return ZeroGradient::hold;
-  throw InvalidArgument("unknown A2SGD zero-gradient treatment \"" + std::string(name) + "\" (valid: move, hold)");
-}
-
-std::string to_string(ZeroGradient v) {
-  return v == ZeroGradient::move ? "move" : "hold";
-}
-
-Granularity parse_granularity(std::string_view name) {
-  if (name == "model") return Granularity::model;
-  if (name == "layer") return Granularity::layer;
-  throw InvalidArgument("unknown A2SGD granularity \"" + std::string(name) + "\" (valid: model, layer)");
-}
-
-std::string to_string(Granularity v) {
-  return v == Granularity::model ? "model" : "layer";
-}
-
-std::string to_string(GlobalAveraging v) {
-  return v == GlobalAveraging::mean ? "mean" : "weighted";
-}
-std::string to_string(ResidualReference v) {
-  return v == ResidualReference::local ? "local" : "global";
-}
-
 A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptions& options,
                              const CommonExchangeOptions& common, const ExecutionSpace& exec)
     : Exchange(comm, n, exec, with_averaging(common, options), signature(options), averaging_conflict(common, options)),
       m_options(options),
       m_residual("a2sgd::compress::residual", static_cast<std::size_t>(n)),
-      m_bounds(bounds_of(options, n)),
-      m_payload(4 * (m_bounds.size() - 1), 0.0),
-      m_local(m_bounds.size() - 1),
-      m_last_global(m_bounds.size() - 1, {0.0, 0.0}),
-      m_last_local(m_bounds.size() - 1, {0.0, 0.0}) {
+      m_codec(codec_of(options, n)),
+      m_payload(static_cast<std::size_t>(m_codec.payload_words()), 0.0),
+      m_local(m_codec.segments()),
+      m_global(m_codec.segments(), {0.0, 0.0}),
+      m_last_global(m_codec.segments(), {0.0, 0.0}),
+      m_last_local(m_codec.segments(), {0.0, 0.0}) {
   // The averaging policy lives in the base (averaging()); this copy keeps the two fields in step
   // with it for a caller that reads a2sgd_options().
   m_options.average_every = averaging().every;
@@ -151,19 +109,17 @@ std::int64_t A2sgdExchange::compress(const FloatView& grad, Optimizer& opt, Step
   Stopwatch clock;
   if (m_options.moments != MomentScheme::decoded)
     opt.local_direction(exec(), grad, m_options.moments, m_options.warmup_steps);
-  const std::int64_t non_finite =
-      a2sgd_encode(exec(), codec_options(m_options), grad, m_residual, m_bounds, m_local.data(), m_payload.data());
+  const std::int64_t non_finite = m_codec.encode(exec(), grad, m_residual, m_local.data(), m_payload.data());
   stats.compress_s += clock.seconds();
   return non_finite;
 }
 
 // Step 4: exactly one all-reduce of 2 (or 4) scalars per segment, then the global averages.
 void A2sgdExchange::communicate(std::int64_t non_finite, StepStats& stats) {
-  const std::size_t width = static_cast<std::size_t>(a2sgd_payload_width(m_options.averaging));
-  const std::size_t segments = m_bounds.size() - 1;
-  comm().allreduce(m_payload.data(), width * segments, MPI_SUM, &stats);
-  for (std::size_t s = 0; s < segments; ++s) {
-    const auto [m_pos, m_neg] = a2sgd_global_means(m_options.averaging, &m_payload[width * s], comm().size());
+  comm().allreduce(m_payload.data(), m_payload.size(), MPI_SUM, &stats);
+  m_codec.global_means(m_payload.data(), comm().size(), m_global.data());
+  for (std::size_t s = 0; s < m_codec.segments(); ++s) {
+    const auto [m_pos, m_neg] = m_global[s];
     if (!std::isfinite(m_pos) || !std::isfinite(m_neg)) {
       const std::string where = "A2SGD step " + std::to_string(steps()) + ": ";
       throw NonFiniteError(
@@ -181,7 +137,7 @@ void A2sgdExchange::communicate(std::int64_t non_finite, StepStats& stats) {
 void A2sgdExchange::apply(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats) {
   Stopwatch clock;
   auto pass = [&](const auto& rule) {
-    impl::a2sgd_apply_segments(exec(), codec_options(m_options), grad, m_residual, m_bounds, m_last_local.data(),
+    impl::a2sgd_apply_segments(exec(), m_codec.options(), grad, m_residual, m_codec.bounds(), m_last_local.data(),
                                m_last_global.data(), rule);
   };
   if (m_options.moments != MomentScheme::decoded)

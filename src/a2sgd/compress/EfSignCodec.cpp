@@ -172,7 +172,8 @@ EfSignCodec::EfSignCodec(Index n) : m_n(n), m_l1("a2sgd::compress::efsign_l1") {
 }
 
 void EfSignCodec::encode(const ExecutionSpace& exec, const ConstFloatView& g, const FloatView& e,
-                         const Count& non_finite, const Words& payload) const {
+                         const EncodeContext& context, const Words& payload) const {
+  const auto& non_finite = context.non_finite;
   compress::impl::fold_into_residual(exec, g, e, non_finite);
   detail::l1_norm(exec, e, m_l1);
   // Pack the scale and the signs (bit set: negative) and take s sign(a) out of the residual.

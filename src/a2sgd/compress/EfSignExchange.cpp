@@ -5,28 +5,7 @@ namespace a2sgd {
 
 EfSignExchange::EfSignExchange(const Communicator& comm, Index n, const CommonExchangeOptions& common,
                                const ExecutionSpace& exec)
-    : Exchange(comm, n, exec, common, "efsign"),
-      m_codec(n),
-      m_residual("a2sgd::compress::residual", static_cast<std::size_t>(n)),
-      m_update("a2sgd::compress::efsign_update", static_cast<std::size_t>(n)),
-      m_words("a2sgd::compress::efsign_words", static_cast<std::size_t>(payload_words())),
-      m_all("a2sgd::compress::efsign_all", static_cast<std::size_t>(payload_words() * comm.size())) {}
-
-void EfSignExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
-                             StepStats& stats) {
-  Stopwatch clock;
-  m_codec.encode(exec(), grad, m_residual, non_finite_count(), m_words);
-  exec().fence();
-  stats.compress_s += clock.seconds();
-
-  allgather(m_words, m_all, stats);
-
-  clock.restart();
-  m_codec.decode(exec(), m_all, m_update, comm().size());
-  exec().fence();
-  stats.optimizer_s += clock.seconds();
-  apply_dense(params, m_update, opt, lr, 1.0f, stats);
-}
+    : GatherExchange(comm, n, exec, common, "efsign", EfSignCodec(n)) {}
 
 }  // namespace a2sgd
 

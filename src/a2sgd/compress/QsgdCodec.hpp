@@ -4,6 +4,7 @@
 /// that all-gathers the payload with its own collective (the PyTorch hooks in python/), and for
 /// QsgdExchange itself: one implementation of the method's kernels.
 
+#include <a2sgd/compress/GatherCodec.hpp>
 #include <a2sgd/core/Types.hpp>
 
 #include <cstdint>
@@ -13,13 +14,17 @@ namespace a2sgd {
 /// ceil(log2(s + 1)) + 1 bits per entry for s levels; throws InvalidArgument outside 1 <= s < 2^24.
 int qsgd_bits(std::int64_t levels);
 
-/// One rank's QSGD of a buffer of n values. A payload is payload_words() 32-bit words: v = ||g||_2
+/// One rank's QSGD of a buffer of n values, a gather codec (GatherCodec.hpp). A payload is
+/// payload_words() 32-bit words: v = ||g||_2
 /// as float32 bits, then per entry a sign bit and a level l in [0, s] drawn by stochastic rounding
 /// of s |g_i| / v (E[v l / s] = |g_i|), packed bits() to an entry. No error feedback (as in the
 /// original method).
 class QsgdCodec {
  public:
-  using Words = Kokkos::View<std::uint32_t*, MemorySpace>;
+  using Word = std::uint32_t;
+  using Words = Kokkos::View<Word*, MemorySpace>;
+  static constexpr bool has_residual = false;
+  static constexpr bool decode_overwrites = true;
 
   QsgdCodec() = default;
   /// Throws InvalidArgument for n < 1 or levels outside [1, 2^24).
@@ -37,8 +42,16 @@ class QsgdCodec {
   /// payload <- QSGD(g) with the rounding stream `key`. A non-finite g makes v NaN (and every
   /// level 0), so that every rank sees it after the all-gather.
   void encode(const ExecutionSpace& exec, const ConstFloatView& g, std::uint64_t key, const Words& payload) const;
+  /// The interface's encode: the stream rounding_key(context.seed, context.step, context.rank);
+  /// no residual (e is not read).
+  void encode(const ExecutionSpace& exec, const ConstFloatView& g, const FloatView&, const EncodeContext& context,
+              const Words& payload) const {
+    encode(exec, g, rounding_key(context.seed, context.step, context.rank), payload);
+  }
   /// u <- (1/p) sum_r sign v_r l_r / s over the p payloads of `gathered` (rank after rank).
   void decode(const ExecutionSpace& exec, const Words& gathered, const FloatView& u, int p) const;
+  /// Nothing: decode writes every entry of u.
+  void clear(const ExecutionSpace&, const Words&, const FloatView&) const noexcept {}
 
  private:
   Index m_n = 0;

@@ -9,34 +9,15 @@ int QsgdExchange::bits_for_levels(std::int64_t levels) {
 
 QsgdExchange::QsgdExchange(const Communicator& comm, Index n, const QsgdOptions& options,
                            const CommonExchangeOptions& common, const ExecutionSpace& exec)
-    : Exchange(comm, n, exec, common,
-               "qsgd;levels=" + std::to_string(options.levels) + ";seed=" + std::to_string(options.seed)),
-      m_options(options),
-      m_codec(n, options.levels),
-      m_update("a2sgd::compress::qsgd_update", static_cast<std::size_t>(n)),
-      m_words("a2sgd::compress::qsgd_words", static_cast<std::size_t>(payload_words())),
-      m_all("a2sgd::compress::qsgd_all", static_cast<std::size_t>(payload_words() * comm.size())) {}
+    : GatherExchange(comm, n, exec, common,
+                     "qsgd;levels=" + std::to_string(options.levels) + ";seed=" + std::to_string(options.seed),
+                     QsgdCodec(n, options.levels), options.seed),
+      m_options(options) {}
 
 std::vector<std::pair<std::string, std::string>> QsgdExchange::own_options() const {
   return {{"levels", std::to_string(m_options.levels)},
-          {"bits", std::to_string(m_codec.bits())},
+          {"bits", std::to_string(bits())},
           {"seed", std::to_string(m_options.seed)}};
-}
-
-void QsgdExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
-                           StepStats& stats) {
-  Stopwatch clock;
-  m_codec.encode(exec(), grad, QsgdCodec::rounding_key(m_options.seed, steps(), comm().rank()), m_words);
-  exec().fence();
-  stats.compress_s += clock.seconds();
-
-  allgather(m_words, m_all, stats);
-
-  clock.restart();
-  m_codec.decode(exec(), m_all, m_update, comm().size());
-  exec().fence();
-  stats.optimizer_s += clock.seconds();
-  apply_dense(params, m_update, opt, lr, 1.0f, stats);
 }
 
 }  // namespace a2sgd

@@ -3,7 +3,7 @@
 /// QSGD: stochastic quantisation to s levels of the gradient's norm (docs/algorithm.md, "Baselines");
 /// the kernels are QsgdCodec's.
 
-#include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/GatherExchange.hpp>
 #include <a2sgd/compress/QsgdCodec.hpp>
 
 #include <cstdint>
@@ -21,36 +21,23 @@ struct QsgdOptions {
 /// drawn by stochastic rounding of s |g_i| / v (so E[v l_i / s] = |g_i|), packed as
 /// b = ceil(log2(s + 1)) + 1 bits per entry: one allgather of 4 + 4 ceil(n b / 32) bytes per
 /// rank. u = (1/p) sum_r sign_r,i v_r l_r,i / s. No error feedback (as in the original).
-class QsgdExchange final : public Exchange {
+class QsgdExchange final : public GatherExchange<QsgdCodec> {
  public:
   QsgdExchange(const Communicator& comm, Index n, const QsgdOptions& options = {},
                const CommonExchangeOptions& common = {}, const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "qsgd"; }
-  std::vector<PlannedCollective> own_traffic() const override {
-    return {{CollectiveKind::allgather, 4u * static_cast<std::uint64_t>(payload_words())}};
-  }
   std::vector<std::pair<std::string, std::string>> own_options() const override;
 
   /// Bits per entry: ceil(log2(s + 1)) level bits plus the sign bit.
-  int bits() const noexcept { return m_codec.bits(); }
-  /// 32-bit words per rank in the payload: the norm, then the packed entries.
-  Index payload_words() const noexcept { return m_codec.payload_words(); }
+  int bits() const noexcept { return codec().bits(); }
 
   /// ceil(log2(s + 1)) + 1; throws InvalidArgument outside 1 <= s < 2^24.
   static int bits_for_levels(std::int64_t levels);
 
-  /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
-  /// function enclosing a device lambda to be accessible.
-  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
-               StepStats& stats) override;
 
  private:
   QsgdOptions m_options;
-  QsgdCodec m_codec;  // the kernels (QsgdCodec.hpp), shared with the PyTorch hook
-  FloatView m_update;
-  Kokkos::View<std::uint32_t*, MemorySpace> m_words;  // this rank's payload
-  Kokkos::View<std::uint32_t*, MemorySpace> m_all;    // every rank's payload
 };
 
 }  // namespace a2sgd

@@ -22,8 +22,9 @@ TopkCodec::TopkCodec(Index n, Index k) : m_n(n) {
   m_selector = compress::impl::TopkSelector(k, n);
 }
 
-void TopkCodec::encode(const ExecutionSpace& exec, const ConstFloatView& g, const FloatView& e, const Count& non_finite,
-                       const Words& payload) {
+void TopkCodec::encode(const ExecutionSpace& exec, const ConstFloatView& g, const FloatView& e,
+                       const EncodeContext& context, const Words& payload) {
+  const auto& non_finite = context.non_finite;
   m_selector.fold_and_select(exec, g, e, non_finite, payload);
   // A non-finite entry anywhere: the first pair carries NaN to every rank, which then stops.
   Kokkos::parallel_for(
@@ -32,7 +33,8 @@ void TopkCodec::encode(const ExecutionSpace& exec, const ConstFloatView& g, cons
       });
 }
 
-void TopkCodec::decode_add(const ExecutionSpace& exec, const Words& gathered, const FloatView& u, float scale) {
+void TopkCodec::decode(const ExecutionSpace& exec, const Words& gathered, const FloatView& u, int p) const {
+  const float scale = 1.0f / static_cast<float>(p);
   Kokkos::parallel_for(
       A2SGD_LABEL("a2sgd::compress::topk_decode"), Policy(exec, 0, static_cast<Index>(gathered.extent(0))),
       KOKKOS_LAMBDA(Index j) {
@@ -46,7 +48,7 @@ void TopkCodec::decode_add(const ExecutionSpace& exec, const Words& gathered, co
       });
 }
 
-void TopkCodec::clear(const ExecutionSpace& exec, const Words& gathered, const FloatView& u) {
+void TopkCodec::clear(const ExecutionSpace& exec, const Words& gathered, const FloatView& u) const {
   Kokkos::parallel_for(
       A2SGD_LABEL("a2sgd::compress::topk_clear"), Policy(exec, 0, static_cast<Index>(gathered.extent(0))),
       KOKKOS_LAMBDA(Index j) { u(gathered(j) >> 32) = 0.0f; });

@@ -23,7 +23,7 @@ std::vector<std::uint32_t> TopkExchange::select(const ExecutionSpace& exec, cons
 }
 
 std::vector<std::uint32_t> TopkExchange::last_selection() const {
-  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), m_payload);
+  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), payload());
   std::vector<std::uint32_t> out(host.extent(0));
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::uint32_t>(host(i) >> 32);
   return out;
@@ -31,38 +31,12 @@ std::vector<std::uint32_t> TopkExchange::last_selection() const {
 
 TopkExchange::TopkExchange(const Communicator& comm, Index n, const TopkOptions& options,
                            const CommonExchangeOptions& common, const ExecutionSpace& exec)
-    : Exchange(comm, n, exec, common, "topk;ratio=" + std::to_string(options.ratio)),
-      m_options(options),
-      m_k(topk_k(options.ratio, n)),
-      m_residual("a2sgd::compress::residual", static_cast<std::size_t>(n)),
-      m_update("a2sgd::compress::topk_update", static_cast<std::size_t>(n)) {
-  const auto k = static_cast<std::size_t>(m_k);
-  m_codec = TopkCodec(n, m_k);
-  m_payload = decltype(m_payload)("a2sgd::topk::payload", k);
-  m_gathered = decltype(m_gathered)("a2sgd::topk::gathered", k * static_cast<std::size_t>(comm.size()));
-}
+    : GatherExchange(comm, n, exec, common, "topk;ratio=" + std::to_string(options.ratio),
+                     TopkCodec(n, topk_k(options.ratio, n))),
+      m_options(options) {}
 
 std::vector<std::pair<std::string, std::string>> TopkExchange::own_options() const {
-  return {{"ratio", std::to_string(m_options.ratio)}, {"k", std::to_string(m_k)}};
-}
-
-void TopkExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
-                           StepStats& stats) {
-  Stopwatch clock;
-  // e <- a = g + e, then the k largest |a| into the payload and out of the residual.
-  m_codec.encode(exec(), grad, m_residual, non_finite_count(), m_payload);
-  exec().fence();
-  stats.compress_s += clock.seconds();
-
-  allgather(m_payload, m_gathered, stats);
-
-  clock.restart();
-  TopkCodec::decode_add(exec(), m_gathered, m_update, 1.0f / static_cast<float>(comm().size()));
-  exec().fence();
-  stats.optimizer_s += clock.seconds();
-  apply_dense(params, m_update, opt, lr, 1.0f, stats);
-  TopkCodec::clear(exec(), m_gathered, m_update);  // leave u zero for the next step: O(k p), not O(n)
-  exec().fence();
+  return {{"ratio", std::to_string(m_options.ratio)}, {"k", std::to_string(k())}};
 }
 
 }  // namespace a2sgd

@@ -3,7 +3,7 @@
 /// Top-K sparsification with error feedback (docs/algorithm.md, "Baselines"); the kernels are
 /// TopkCodec's.
 
-#include <a2sgd/compress/Exchange.hpp>
+#include <a2sgd/compress/GatherExchange.hpp>
 #include <a2sgd/compress/TopkCodec.hpp>
 
 namespace a2sgd {
@@ -23,20 +23,15 @@ struct TopkOptions {
 /// ascending index order, all on the device; on host backends a sampled threshold, a counting pass
 /// and a compaction scan leave about 2k candidates, among which the host selects the exact k. No
 /// allocation in steady state. n must be below 2^32.
-class TopkExchange final : public Exchange {
+class TopkExchange final : public GatherExchange<TopkCodec> {
  public:
   TopkExchange(const Communicator& comm, Index n, const TopkOptions& options = {},
                const CommonExchangeOptions& common = {}, const ExecutionSpace& exec = ExecutionSpace());
 
   std::string name() const override { return "topk"; }
-  std::vector<PlannedCollective> own_traffic() const override {
-    return {{CollectiveKind::allgather, 8u * static_cast<std::uint64_t>(m_k)}};
-  }
   std::vector<std::pair<std::string, std::string>> own_options() const override;
-  std::vector<NamedView> own_state() const override { return {{"residual", m_residual}}; }
 
-  Index k() const noexcept { return m_k; }
-  const FloatView& residual() const noexcept { return m_residual; }
+  Index k() const noexcept { return codec().k(); }
   /// This rank's indices selected in the last step (ascending), copied to the host.
   std::vector<std::uint32_t> last_selection() const;
 
@@ -46,20 +41,9 @@ class TopkExchange final : public Exchange {
       const ExecutionSpace& exec, const ConstFloatView& a, Index k,
       compress::impl::TopkSelector::Algorithm algorithm = compress::impl::TopkSelector::Algorithm::automatic);
 
-  /// The step's body, run by step() alone (it takes a StepKey); public because CUDA requires the
-  /// function enclosing a device lambda to be accessible.
-  void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
-               StepStats& stats) override;
 
  private:
   TopkOptions m_options;
-  Index m_k;
-  FloatView m_residual;  // holds a = g + e during a step
-  FloatView m_update;    // dense u, zero outside the entries touched by the last step
-  TopkCodec m_codec;     // the kernels (TopkCodec.hpp), shared with the PyTorch hook
-  // Per-step buffers of fixed size (k, k p), allocated once.
-  Kokkos::View<std::uint64_t*, MemorySpace> m_payload;   // (index << 32) | value bits
-  Kokkos::View<std::uint64_t*, MemorySpace> m_gathered;  // every rank's payload
 };
 
 }  // namespace a2sgd

@@ -1,9 +1,9 @@
 #pragma once
 /// @file A2sgdApply.hpp
 /// The per-entry body of A2SGD's decode pass, shared by A2sgdExchange (fused with the optimizer)
-/// and a2sgd_decode_in_place (the update written back into the gradient).
+/// and A2sgdCodec::decode_in_place (the update written back into the gradient).
 
-#include <a2sgd/compress/A2sgdCodec.hpp>
+#include <a2sgd/compress/A2sgdOptions.hpp>
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 
