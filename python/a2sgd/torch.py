@@ -71,6 +71,8 @@ def _check_bucket_tensor(t, what):
                         "(build the library with Kokkos CUDA or HIP for device tensors)")
     if not t.is_contiguous():
         raise ValueError(f"a2sgd: {what} is not contiguous")
+    # Kokkos starts on the first tensor's device (once; a later tensor on another device is refused).
+    _a2sgd.initialize(t.device.index if t.device.type != "cpu" and t.device.index is not None else -1)
 
 
 class _BucketState:

@@ -41,7 +41,7 @@ Kokkos::View<T*, MemorySpace> words_of(std::uintptr_t address, Index n, const ch
                                                                                 static_cast<std::size_t>(n));
 }
 
-// Kokkos lives as long as the interpreter: initialised on import unless the host program did, and
+// Kokkos lives as long as the interpreter: initialised at first use (ensure_kokkos) unless the host program did, and
 // finalised at exit, or, where codec objects (which own Kokkos views) outlive the atexit handlers
 // (a hook state kept in a global), when the last of them goes, so that no view is freed after
 // Kokkos::finalize.
@@ -49,13 +49,41 @@ bool g_initialised_here = false;
 bool g_finalize_pending = false;
 int g_live_codecs = 0;
 
+int g_device = -1;  // the device Kokkos was initialised on here (-1: the host, or the backend's default)
+
+// Kokkos starts at the first use, not at import (a program that only imports a2sgd, or that
+// initialises Kokkos itself, pays nothing and keeps its own settings), on the device of the first
+// tensor the hooks see (device_id -1: the host or the backend's default).
+void ensure_kokkos(int device_id = -1) {
+  if (!Kokkos::is_initialized()) {
+#if KOKKOS_VERSION >= 30700
+    Kokkos::InitializationSettings settings;
+    if (device_id >= 0) settings.set_device_id(device_id);
+    Kokkos::initialize(settings);
+#else
+    Kokkos::InitArguments arguments;
+    arguments.device_id = device_id;
+    Kokkos::initialize(arguments);
+#endif
+    g_initialised_here = true;
+    g_device = device_id;
+    return;
+  }
+  if (g_initialised_here && device_id >= 0 && g_device >= 0 && device_id != g_device)
+    throw InvalidArgument("a2sgd: the library runs on device " + std::to_string(g_device) + ", not on device " +
+                          std::to_string(device_id) + " (one device per process, as DDP has it)");
+}
+
 void finalize_if_done() {
   if (g_initialised_here && g_finalize_pending && g_live_codecs == 0 && Kokkos::is_initialized()) Kokkos::finalize();
 }
 
 // The first member of every bound object that owns views: destroyed last, after them.
 struct LiveCodec {
-  LiveCodec() { ++g_live_codecs; }
+  LiveCodec() {
+    ensure_kokkos();
+    ++g_live_codecs;
+  }
   LiveCodec(const LiveCodec&) { ++g_live_codecs; }
   LiveCodec& operator=(const LiveCodec&) = default;
   ~LiveCodec() {
@@ -138,10 +166,6 @@ A2sgdCodec codec_of(Index n, const std::vector<Index>& bounds, const std::string
 
 PYBIND11_MODULE(_a2sgd, m) {
   m.doc() = "a2sgd's exchange kernels on caller-owned float32 memory (used by a2sgd.torch)";
-  if (!Kokkos::is_initialized()) {
-    Kokkos::initialize();
-    g_initialised_here = true;
-  }
   py::module_::import("atexit").attr("register")(py::cpp_function([] {
     g_finalize_pending = true;
     finalize_if_done();
@@ -170,6 +194,10 @@ PYBIND11_MODULE(_a2sgd, m) {
       "raises ValueError naming the option when a value is outside what a2sgd-train accepts");
 
   m.def(
+      "kokkos_initialized", [] { return Kokkos::is_initialized(); }, "whether Kokkos runs in this process");
+  m.def("initialize", &ensure_kokkos, py::arg("device_id") = -1,
+        "starts Kokkos on that device (-1: the host or the default) unless it runs; the codecs start it too");
+  m.def(
       "memory_space", [] { return std::string(MemorySpace::name()); },
       "the name of the Kokkos memory space the kernels read");
   m.def(
@@ -187,6 +215,7 @@ PYBIND11_MODULE(_a2sgd, m) {
       [](std::uintptr_t grad, std::uintptr_t residual, Index n, const std::vector<Index>& bounds,
          const std::string& averaging, const std::string& residual_ref, bool error_feedback,
          const std::string& zero_gradient) {
+        ensure_kokkos();
         const A2sgdCodec codec = codec_of(n, bounds, averaging, residual_ref, error_feedback, zero_gradient);
         const std::size_t segments = codec.segments();
         std::vector<TwoMeansResult> local(segments);
@@ -233,6 +262,7 @@ PYBIND11_MODULE(_a2sgd, m) {
          const std::vector<std::pair<double, double>>& local_means,
          const std::vector<std::pair<double, double>>& global_means, const std::string& averaging,
          const std::string& residual_ref, bool error_feedback, const std::string& zero_gradient) {
+        ensure_kokkos();
         const A2sgdCodec codec = codec_of(n, bounds, averaging, residual_ref, error_feedback, zero_gradient);
         if (local_means.size() != codec.segments() || global_means.size() != codec.segments())
           throw InvalidArgument("one (pos, neg) pair of local and of global means per segment");

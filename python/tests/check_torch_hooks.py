@@ -481,6 +481,10 @@ if __name__ == "__main__":
     quick = "--quick" in sys.argv
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
+    # Importing the package starts no Kokkos; the first codec does.
+    check(not at._a2sgd.kokkos_initialized(), "importing a2sgd.torch leaves Kokkos alone (it starts at first use)")
+    at._a2sgd.TopkCodec(10, 0.5)
+    check(at._a2sgd.kokkos_initialized(), "the first codec starts Kokkos")
     single_process_cases()
     world = 2
     tmp = tempfile.mkdtemp(dir=work)
