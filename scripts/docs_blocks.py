@@ -1140,6 +1140,17 @@ def outer_verdict_lstm(root):
                                "validation perplexity x 1.1, as multiples of dense's, seed 1; -: not run yet")]
 
 
+@generator("outer-network-mlp", OUTER)
+def outer_network_mlp(root):
+    import outer_report
+    text = outer_report.network_table(os.path.join(root, OUTER), "100mbit")
+    if not text:
+        raise SystemExit(f"docs_blocks.py: no timed run in {OUTER}/network-100mbit-p<P>/")
+    return text.split("\n") + ["", source_line(OUTER, "`scripts/outer_report.py --network 100mbit`: the study's "
+                                                     "steps to the target, mean of 3 seeds, x the step timed over "
+                                                     "P emulated nodes at 100 Mbit/s; runs: `scripts/outer_network.sh`")]
+
+
 # ---- the README's verdict: where A2SGD pays and where it does not, each figure from its study ----
 NET_P2 = "docs/network.md#time-to-the-target-at-2-nodes-250-mbits-with-the-defaults"
 NET_P4 = "docs/network.md#time-to-the-target-at-4-nodes-250-mbits-with-the-defaults"
@@ -1168,6 +1179,7 @@ def _x(row):
 
 @generator("readme-verdict", OUTER)
 def readme_verdict(root):
+    import outer_report
     """The README's verdict in at most 10 lines: every figure computed here from the blocks it
     summarises (network.md's network-lstm-p2/-p4/-p8, convergence.md's groups, the outer study), and
     tagged with its experiment and target."""
@@ -1217,6 +1229,20 @@ def readme_verdict(root):
         + ("does not reach the target" if m16["a2sgd-k100-diloco"]["ratio"] is None else f"needs {_x(m16['a2sgd-k100-diloco'])}")
         + ". _Studies and targets as above._",
     ]
+    net = outer_report.network_ratios(os.path.join(root, OUTER), "100mbit")
+    if net:
+        nodes = sorted({n[0] for n in net})
+        against_local = [n[2] for n in net]
+        step_ratio = [n[4] for n in net]
+        lines.append(
+            f"- **Does not pay: against local SGD in time on a short step.** Over {' and '.join(map(str, nodes))} "
+            f"emulated nodes at 100 Mbit/s local SGD at the same bytes reaches the MLP's target "
+            f"{min(against_local):.1f}-{max(against_local):.1f}x sooner than A2SGD in every cell, SGD included: "
+            f"A2SGD's 16-byte all-reduce each step is latency-bound and makes its step {min(step_ratio):.1f}-"
+            f"{max(step_ratio):.1f}x local SGD's, whose steps between averages cost their compute alone (both reach "
+            f"it {1 / max(n[3] for n in net):.0f}x or more sooner than dense). _Outer-optimizer study's steps x "
+            f"the step timed over the network ([network.md](docs/network.md#the-outer-optimizer-study-over-the-network))._")
+    return lines
     return lines
 
 

@@ -256,6 +256,78 @@ def verdict_lstm(directory):
     return "\n".join(lines)
 
 
+NETWORK_CONFIGS = (("dense", "dense"), ("a2sgd-k100-diloco", "A2SGD's defaults"), ("local-k100", "local SGD"),
+                   ("local-k100-diloco", "local SGD + outer Nesterov"))
+
+
+def network_table(directory, rate):
+    """The MLP cells' time to the target over P emulated nodes at `rate` (outer_network.sh): each
+    configuration's steps to the target (the mean of its seeds, at its best rate) times its step
+    timed over the network (DIR/network-<rate>-p<P>/<config>_<optimizer>.jsonl)."""
+    head = ("| nodes, optimizer | " + " | ".join(f"{label}: ms per step, time to target" for _, label in NETWORK_CONFIGS)
+            + " | A2SGD's time : the faster local SGD's |")
+    lines = [head, "|" + "---|" * (len(NETWORK_CONFIGS) + 2)]
+    found = False
+    for name in sorted(os.listdir(directory)):
+        m = re.fullmatch(rf"network-{re.escape(rate)}-p([0-9]+)", name)
+        if not m:
+            continue
+        p = int(m.group(1))
+        for optimizer in ("sgd", "momentum", "adam"):
+            cell_dir = os.path.join(directory, f"mlp_p{p}_{optimizer}")
+            if not os.path.isdir(cell_dir):
+                continue
+            cell = cell_rows(cell_dir)
+            if not cell:
+                continue
+            by_base = {parse_name(r["config"])[0]: r for r in cell["rows"]}
+            by_base["dense"] = cell["rows"][0]
+            times, cells, steps = {}, [], {}
+            for base, _ in NETWORK_CONFIGS:
+                path = os.path.join(directory, name, f"{base}_{optimizer}.jsonl")
+                row = by_base.get(base)
+                if not os.path.exists(path) or row is None:
+                    cells.append("-")
+                    continue
+                _, summary, _, _ = load_run(path)
+                step = summary["step_time_s"] if summary else None
+                if step is None:
+                    cells.append("-")
+                    continue
+                found = True
+                steps[base] = step
+                if row["steps"] is None:
+                    cells.append(f"{1e3 * step:.2f} ms, not reached")
+                    continue
+                times[base] = row["steps"] * step
+                ratio = f" ({times[base] / times['dense']:.2f}x dense)" if "dense" in times and base != "dense" else ""
+                cells.append(f"{1e3 * step:.2f} ms, {times[base]:.2f} s{ratio}")
+            local = [times[b] for b in ("local-k100", "local-k100-diloco") if b in times]
+            if "a2sgd-k100-diloco" in times and local:
+                verdict = f"{times['a2sgd-k100-diloco'] / min(local):.2f}"
+            elif local:
+                verdict = "A2SGD does not reach the target"
+            else:
+                verdict = "-"
+            lines.append(f"| {p}, {optimizer} | " + " | ".join(cells) + f" | {verdict} |")
+            if "a2sgd-k100-diloco" in times and local:
+                _NETWORK_RATIOS.setdefault((directory, rate), []).append(
+                    (p, optimizer, times["a2sgd-k100-diloco"] / min(local), times["a2sgd-k100-diloco"] / times["dense"],
+                     steps["a2sgd-k100-diloco"] / steps["local-k100"]))
+    return "\n".join(lines) if found else ""
+
+
+_NETWORK_RATIOS = {}
+
+
+def network_ratios(directory, rate):
+    """[(nodes, optimizer, A2SGD's time : the faster local SGD's, A2SGD's time : dense's, A2SGD's step : local
+    SGD's)] of network_table."""
+    _NETWORK_RATIOS.pop((directory, rate), None)
+    network_table(directory, rate)
+    return _NETWORK_RATIOS.get((directory, rate), [])
+
+
 def _cell_order(name):
     parts = name.split("_")
     if len(parts) != 3:
@@ -271,6 +343,8 @@ def main():
     ap.add_argument("--best", action="store_true", help="print the best screened configuration of each base")
     ap.add_argument("--verdict", action="store_true", help="print the one-line-per-cell verdict table")
     ap.add_argument("--model", default="mlp", choices=("mlp", "lstm"), help="the model whose cells to report")
+    ap.add_argument("--network", metavar="RATE", help="print the MLP cells' time to the target over the emulated "
+                                                      "network at RATE (scripts/outer_network.sh's runs)")
     a = ap.parse_args()
     if a.best:
         runs = load_group(a.directory)
@@ -281,7 +355,9 @@ def main():
         for base in a.bases:
             print(f"{base}-lr{chosen[base][1]}")
         return
-    if a.verdict:
+    if a.network:
+        print(network_table(a.directory, a.network))
+    elif a.verdict:
         print(verdict(a.directory) if a.model == "mlp" else verdict_lstm(a.directory))
     else:
         print(report(a.directory, a.model))
