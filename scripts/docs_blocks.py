@@ -1105,11 +1105,16 @@ OUTER = "docs/results/outer"
 
 @generator("outer-study-mlp", OUTER)
 def outer_study_mlp(root):
+    return _outer_study(root, "mlp", "`scripts/outer_report.py`; runs: `scripts/outer_study.sh`")
+
+
+def _outer_study(root, model, command):
+    """A model's cells of the outer-optimizer study, one table each (outer_report.report)."""
     import outer_report
-    text = outer_report.report(os.path.join(root, OUTER))
+    text = outer_report.report(os.path.join(root, OUTER), model)
     if not text:
-        raise SystemExit(f"docs_blocks.py: no finished cell in {OUTER}")
-    return text.split("\n") + ["", source_line(OUTER, "`scripts/outer_report.py`; runs: `scripts/outer_study.sh`")]
+        raise SystemExit(f"docs_blocks.py: no finished {model} cell in {OUTER}")
+    return text.split("\n") + ["", source_line(OUTER, command)]
 
 
 @generator("outer-verdict-mlp", OUTER)
@@ -1124,12 +1129,8 @@ def outer_verdict_mlp(root):
 
 @generator("outer-study-lstm", OUTER)
 def outer_study_lstm(root):
-    import outer_report
-    text = outer_report.report(os.path.join(root, OUTER), "lstm")
-    if not text:
-        raise SystemExit(f"docs_blocks.py: no language-model cell in {OUTER}")
-    return text.split("\n") + ["", source_line(OUTER, "`scripts/outer_report.py --model lstm`; runs: "
-                                                     "`scripts/outer_study.sh --model lstm`; only finished runs")]
+    return _outer_study(root, "lstm", "`scripts/outer_report.py --model lstm`; runs: `scripts/outer_study.sh "
+                                      "--model lstm`; only finished runs")
 
 
 @generator("outer-verdict-lstm", OUTER)

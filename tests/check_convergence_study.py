@@ -33,15 +33,17 @@ os.makedirs(work)
 calls = os.path.join(work, "calls.txt")
 # A stand-in for a2sgd-train: reports 100 steps per epoch for the one-step probe; otherwise records
 # its arguments, writes a finished metrics file, and exits 3 (diverged) for --lr 999, 5 for --lr 555.
-executable(os.path.join(work, "build", "apps", "train", "a2sgd-train"), f"""#!/usr/bin/env python3
-import json, sys
+# Every stand-in's start: the probe's answer, then the call recorded.
+STANDIN_HEAD = f"""#!/usr/bin/env python3
+import glob, json, os, sys
 a = sys.argv[1:]
 if a[a.index("--steps") + 1] == "1":
     print("  exchange x, optimizer y, lr 1 (plateau), batch 20 per rank, 1 steps (100 per epoch)")
     sys.exit(0)
 with open({calls!r}, "a") as fh:
     fh.write(" ".join(a) + "\\n")
-with open(a[a.index("--metrics") + 1], "w") as fh:
+"""
+executable(os.path.join(work, "build", "apps", "train", "a2sgd-train"), STANDIN_HEAD + f"""with open(a[a.index("--metrics") + 1], "w") as fh:
     fh.write(json.dumps({{"event": "summary", "steps": int(a[a.index("--steps") + 1])}}) + "\\n")
 lr = a[a.index("--lr") + 1]
 sys.exit(3 if lr == "999" else 5 if lr == "555" else 0)
@@ -260,15 +262,7 @@ check(out.returncode != 0 and "--dense" in out.stderr, f"--dense naming no file:
 # had written past the checkpoint (step 150) is dropped first, so none appears twice; the finished
 # run keeps no checkpoints and no checkpoint records. A stand-in that stops (exit 75) after writing
 # records 50, 100, 150 and a checkpoint at 100 the first time, and continues from the checkpoint.
-executable(os.path.join(work, "build", "apps", "train", "a2sgd-train"), f"""#!/usr/bin/env python3
-import glob, json, os, sys
-a = sys.argv[1:]
-if a[a.index("--steps") + 1] == "1":
-    print("  exchange x, optimizer y, lr 1 (plateau), batch 20 per rank, 1 steps (100 per epoch)")
-    sys.exit(0)
-with open({calls!r}, "a") as fh:
-    fh.write(" ".join(a) + "\\n")
-ckpt = a[a.index("--checkpoint-dir") + 1]
+executable(os.path.join(work, "build", "apps", "train", "a2sgd-train"), STANDIN_HEAD + f"""ckpt = a[a.index("--checkpoint-dir") + 1]
 steps = int(a[a.index("--steps") + 1])
 found = sorted(glob.glob(os.path.join(ckpt, "ckpt-*.h5")))
 start = int(os.path.basename(found[-1])[5:14]) if found else 0
