@@ -80,7 +80,7 @@ def run(rank, world, exchange, args, init, out):
         torch.nn.functional.cross_entropy(model(xtr[idx]), ytr[idx]).backward()
         opt.step()
         if averager:
-            averager.step()
+            averager.average_parameters(model.parameters())
         times.append(time.perf_counter() - start)
     steps_bytes = sent[0]
     if averager:  # the deployed model: the replicas' average

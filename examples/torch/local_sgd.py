@@ -97,7 +97,7 @@ def run_one(rank, world, run, args, init, out):
         torch.nn.functional.cross_entropy(model(xtr[idx]), ytr[idx]).backward()
         opt.step()
         if averager:
-            averager.step()
+            averager.average_parameters(model.parameters())
     steps_bytes = sent[0]
     # The deployed model: the replicas' plain average.
     (averager or at.PeriodicAverager(net, 0)).average()

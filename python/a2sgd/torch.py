@@ -12,10 +12,12 @@ gradient) with the library's fused kernel, all-reduces only those scalars (2 dou
 writes the reconstructed update back into the bucket's memory; the residual e lives in the state.
 The options are a2sgd-train's `--a2sgd-*` options, with its names and defaults.
 """
-import math
+
+from typing import Optional
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.model_averaging import averagers, utils as averaging_utils
 
 from . import _a2sgd
 
@@ -58,21 +60,17 @@ def available_methods() -> dict:
             "efsign": (EFSignState, efsign_hook)}
 
 
-def _check_bucket_tensor(t, what):
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"a2sgd: {what} is a {type(t).__name__}, not a torch.Tensor")
-    if t.dtype != torch.float32:
-        raise TypeError(f"a2sgd: {what} is {t.dtype}; the A2SGD kernels take float32 gradients "
-                        "(train in float32, or register torch's fp16_compress_hook instead)")
-    if t.device.type == "cpu" and not _a2sgd.host_memory():
-        raise TypeError(f"a2sgd: {what} is on the CPU but this a2sgd was built for {_a2sgd.memory_space()}")
-    if t.device.type != "cpu" and _a2sgd.host_memory():
-        raise TypeError(f"a2sgd: {what} is on {t.device}, but this a2sgd was built for the host only "
-                        "(build the library with Kokkos CUDA or HIP for device tensors)")
-    if not t.is_contiguous():
-        raise ValueError(f"a2sgd: {what} is not contiguous")
-    # Kokkos starts on the first tensor's device (once; a later tensor on another device is refused).
-    _a2sgd.initialize(t.device.index if t.device.type != "cpu" and t.device.index is not None else -1)
+def _in_bucket(bucket, call):
+    """call(), with the tensor checks of the library (which name the argument) naming the bucket too."""
+    try:
+        return call()
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{e} (bucket {bucket.index()}'s gradient buffer)") from None
+
+
+def _check_state(state, cls, hook):
+    if not isinstance(state, cls):
+        raise TypeError(f"{hook}: the state is a {type(state).__name__}, not an a2sgd.torch.{cls.__name__}")
 
 
 class _BucketState:
@@ -129,11 +127,15 @@ class _BucketState:
         if bucket.is_last():
             self.iteration += 1
 
-    def _codec(self, bucket, n, make):
-        """The bucket's codec and buffers, made once per bucket size (DDP's rebuilt buckets differ)."""
+    def _codec(self, bucket, key, make):
+        """The bucket's codec and buffers, made once per bucket layout `key` (DDP's rebuilt buckets
+        differ) by make(). Kokkos, where it does not run yet, starts on the bucket's device first,
+        since the codec's own buffers are allocated there."""
         entry = self._codecs.get(bucket.index())
-        if entry is None or entry[0] != n:
-            entry = (n, make(n))
+        if entry is None or entry[0] != key:
+            device = bucket.buffer().device
+            _a2sgd.initialize(device.index if device.type != "cpu" and device.index is not None else -1)
+            entry = (key, make())
             self._codecs[bucket.index()] = entry
         return entry[1]
 
@@ -245,9 +247,18 @@ class A2SGDState(_BucketState):
         self.zero_gradient = zero_gradient
         self.warmup_steps = warmup_steps
 
-    def options(self):
-        return dict(averaging=self.averaging, residual_reference=self.residual, error_feedback=self.error_feedback,
-                    zero_gradient=self.zero_gradient)
+    def _bucket_codec(self, bucket, buffer):
+        """The bucket's A2sgdCodec (its segments: the bucket, or its tensors) and its payload tensor
+        (float64 on the CPU, where the codec writes it; a device copy is all-reduced on a GPU)."""
+        n = buffer.numel()
+        sizes = [n] if self.granularity == "model" else [g.numel() for g in bucket.gradients()]
+
+        def make():
+            codec = _a2sgd.A2sgdCodec(n, sizes, averaging=self.averaging, residual_reference=self.residual,
+                                      error_feedback=self.error_feedback, zero_gradient=self.zero_gradient)
+            return codec, torch.empty(codec.payload_words, dtype=torch.float64)
+
+        return self._codec(bucket, tuple(sizes), make)
 
     def _saved_options(self):
         return dict(averaging=self.averaging, residual=self.residual, granularity=self.granularity,
@@ -255,13 +266,7 @@ class A2SGDState(_BucketState):
                     warmup_steps=self.warmup_steps)
 
 
-def _bounds(state, bucket, n):
-    if state.granularity == "model":
-        return [0, n]
-    return _a2sgd.segment_bounds(n, [g.numel() for g in bucket.gradients()])
-
-
-def a2sgd_hook(state: "A2SGDState", bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def a2sgd_hook(state: A2SGDState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: A2SGD on one bucket (16 bytes per bucket and step to all_reduce; 16 per
     parameter tensor with granularity="layer").
 
@@ -277,10 +282,8 @@ def a2sgd_hook(state: "A2SGDState", bucket: dist.GradBucket) -> torch.futures.Fu
         >>> state = A2SGDState(module=net)
         >>> ddp_model.register_comm_hook(state, a2sgd_hook)
     """
-    if not isinstance(state, A2SGDState):
-        raise TypeError(f"a2sgd_hook: the state is a {type(state).__name__}, not an a2sgd.torch.A2SGDState")
+    _check_state(state, A2SGDState, "a2sgd_hook")
     buffer = bucket.buffer()
-    _check_bucket_tensor(buffer, f"bucket {bucket.index()}'s gradient buffer")
     world = state._world_size()
     if state.iteration < state.warmup_steps:
         # Dense warm-up: the averaged gradient, as DDP's default all-reduce gives it.
@@ -289,36 +292,68 @@ def a2sgd_hook(state: "A2SGDState", bucket: dist.GradBucket) -> torch.futures.Fu
         fut = dist.all_reduce(buffer, group=state.process_group, async_op=True).get_future()
         return fut.then(lambda f: f.value()[0])
 
-    n = buffer.numel()
     residual = state._residual(bucket, buffer)
-    bounds = _bounds(state, bucket, n)
-    opts = state.options()
-    payload, local_means, non_finite = _a2sgd.encode(buffer.data_ptr(), residual.data_ptr(), n, bounds, **opts)
-    scalars = torch.tensor(payload, dtype=torch.float64, device=buffer.device)
-    state._count(bucket, scalars.numel() * scalars.element_size())
+    codec, payload = _in_bucket(bucket, lambda: state._bucket_codec(bucket, buffer))
+    non_finite = _in_bucket(bucket, lambda: codec.encode(buffer, residual, payload))
+    state._count(bucket, payload.numel() * payload.element_size())
+    scalars = payload if buffer.device.type == "cpu" else payload.to(buffer.device)
     fut = dist.all_reduce(scalars, group=state.process_group, async_op=True).get_future()
 
     def decode(f):
-        reduced = f.value()[0].cpu().tolist()
-        means = _a2sgd.global_means(reduced, state.averaging, world)
-        if not all(math.isfinite(v) for pair in means for v in pair):
+        reduced = f.value()[0]
+        if not codec.decode(reduced if reduced.device.type == "cpu" else reduced.cpu(), world, buffer, residual):
             who = (f"this rank's gradient has {non_finite} non-finite (NaN/Inf) entries" if non_finite
                    else "another rank's gradient has non-finite (NaN/Inf) entries")
             raise FloatingPointError(f"a2sgd: bucket {bucket.index()}: {who}; the bucket was not updated")
-        _a2sgd.decode_in_place(buffer.data_ptr(), residual.data_ptr(), n, bounds, local_means, means, **opts)
         return buffer
 
     return fut.then(decode)
 
 
-class TopKState(_BucketState):
+class _GatherState(_BucketState):
+    """The state of a method whose payloads are all-gathered (a codec of GatherCodec.hpp): per bucket
+    its codec and payload buffers. A subclass says what is its own: _make_codec(n), and where the
+    method counts or draws differently, _encode and _poison_values."""
+
+    def _make_codec(self, n):
+        raise NotImplementedError
+
+    def _encode(self, codec, bucket, buffer, payload):
+        """Writes the bucket's payload; returns the count of non-finite entries the fold met."""
+        residual = self._residual(bucket, buffer) if codec.has_residual else None
+        return codec.encode(buffer, residual, payload)
+
+    @staticmethod
+    def _poison_values(words):
+        """Per rank (a row of `words`), the float its payload poisons with NaN on a non-finite
+        gradient: the first 32-bit word (QSGD's norm, EF-sign's scale)."""
+        return words[:, 0].contiguous().view(torch.float32)
+
+    def _buffers(self, bucket, buffer, world):
+        def make():
+            codec = self._make_codec(buffer.numel())
+            dtype = getattr(torch, codec.word_dtype.split(".")[1])
+            return (codec, torch.empty(codec.payload_words, dtype=dtype, device=buffer.device),
+                    torch.empty(world * codec.payload_words, dtype=dtype, device=buffer.device))
+
+        return self._codec(bucket, buffer.numel(), make)
+
+
+class TopKState(_GatherState):
     """Top-K with error feedback (a2sgd-train's --compressor topk): per bucket, the k = round(ratio n)
     entries of largest |g + e| as (index, value) pairs, all-gathered (8 k bytes per rank); the
-    update is the ranks' sparse vectors summed and divided by the rank count. ratio: --topk-ratio."""
+    update is the ranks' sparse vectors summed and divided by the rank count.
+
+    Args:
+        process_group: the group the payloads are all-gathered on (None: the default group).
+        module: the model DDP wraps; its parameter names key the residuals in state_dict().
+        ratio: the fraction of entries sent, a2sgd-train's --topk-ratio.
+    """
 
     _method = "topk"
 
-    def __init__(self, process_group=None, module=None, ratio=float(_DEFAULTS["topk"]["ratio"])):
+    def __init__(self, process_group: Optional[dist.ProcessGroup] = None, module: Optional[torch.nn.Module] = None,
+                 ratio: float = float(_DEFAULTS["topk"]["ratio"])):
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
             raise ValueError(f"a2sgd: ratio must be a number (got {ratio!r})")
         _check_options("topk", ratio=repr(float(ratio)))
@@ -328,17 +363,32 @@ class TopKState(_BucketState):
     def _saved_options(self):
         return dict(ratio=self.ratio)
 
+    def _make_codec(self, n):
+        return _a2sgd.TopkCodec(n, self.ratio)
 
-class QSGDState(_BucketState):
+    @staticmethod
+    def _poison_values(words):
+        # A poisoned payload carries NaN as its first pair's value (the low 32 bits of the word).
+        return (words[:, 0] & 0xFFFFFFFF).to(torch.int32).view(torch.float32)
+
+
+class QSGDState(_GatherState):
     """QSGD (a2sgd-train's --compressor qsgd): per bucket, the norm and every entry's sign and level
     of `levels` (stochastic rounding, no error feedback), packed and all-gathered
     (4 + 4 ceil(n b / 32) bytes per rank, b = ceil(log2(levels + 1)) + 1 bits per entry). The
     rounding stream is fixed by (seed, step, rank), so a resumed run rounds as the straight one.
-    levels: --qsgd-levels; seed: a2sgd-train's --seed."""
+
+    Args:
+        process_group: the group the payloads are all-gathered on (None: the default group).
+        module: the model DDP wraps (QSGD keeps no residual; taken for the same constructor shape).
+        levels: a2sgd-train's --qsgd-levels.
+        seed: a2sgd-train's --seed; buckets past the first draw from seeds of their own.
+    """
 
     _method = "qsgd"
 
-    def __init__(self, process_group=None, module=None, levels=int(_DEFAULTS["qsgd"]["levels"]), seed=0):
+    def __init__(self, process_group: Optional[dist.ProcessGroup] = None, module: Optional[torch.nn.Module] = None,
+                 levels: int = int(_DEFAULTS["qsgd"]["levels"]), seed: int = 0):
         if isinstance(levels, bool) or not isinstance(levels, int):
             raise ValueError(f"a2sgd: levels must be an int (got {levels!r})")
         _check_options("qsgd", levels=levels)
@@ -350,117 +400,116 @@ class QSGDState(_BucketState):
     def _saved_options(self):
         return dict(levels=self.levels, seed=self.seed)
 
+    def _make_codec(self, n):
+        return _a2sgd.QsgdCodec(n, self.levels)
 
-class EFSignState(_BucketState):
+    def _encode(self, codec, bucket, buffer, payload):
+        # The stream of this step and rank, as a2sgd-train draws it for its one buffer.
+        rank = dist.get_rank(self.process_group)
+        seed = (self.seed + bucket.index() * 0x9E3779B97F4A7C15) % 2**64
+        codec.encode(buffer, None, payload, seed=seed, step=self.iteration, rank=rank)
+        # QSGD folds no residual, so its codec counts nothing: count here, only when the norm is poisoned.
+        poisoned = not bool(torch.isfinite(payload[:1].view(torch.float32)).all())
+        return int((~torch.isfinite(buffer)).sum()) if poisoned else 0
+
+
+class EFSignState(_GatherState):
     """EF-sign (a2sgd-train's --compressor efsign): per bucket, the scale ||g + e||_1 / n and one
-    sign bit per entry, all-gathered (4 + 4 ceil(n / 32) bytes per rank), with error feedback."""
+    sign bit per entry, all-gathered (4 + 4 ceil(n / 32) bytes per rank), with error feedback.
+
+    Args:
+        process_group: the group the payloads are all-gathered on (None: the default group).
+        module: the model DDP wraps; its parameter names key the residuals in state_dict().
+    """
 
     _method = "efsign"
 
-    def __init__(self, process_group=None, module=None):
+    def __init__(self, process_group: Optional[dist.ProcessGroup] = None, module: Optional[torch.nn.Module] = None):
         super().__init__(process_group, module)
 
     def _saved_options(self):
         return {}
 
-
-def _stop_on_poison(first_words, what, non_finite, bucket):
-    """Raises when a rank poisoned its payload (a non-finite gradient): every rank sees it."""
-    if not bool(torch.isfinite(first_words).all()):
-        who = (f"this rank's gradient has {non_finite} non-finite (NaN/Inf) entries" if non_finite
-               else "another rank's gradient has non-finite (NaN/Inf) entries")
-        raise FloatingPointError(f"a2sgd {what}: bucket {bucket.index()}: {who}; the bucket was not updated")
+    def _make_codec(self, n):
+        return _a2sgd.EfSignCodec(n)
 
 
-def _gather_hook(state, bucket, cls, name, make_codec, dtype, encode, first_values):
-    """The baselines' hook: encode the bucket into a payload of `dtype` words, all-gather every
-    rank's payload on the state's group, and decode them into the bucket. first_values(gathered
-    as a (ranks, words) view) gives the float each rank's payload poisons with NaN."""
-    if not isinstance(state, cls):
-        raise TypeError(f"{name}_hook: the state is a {type(state).__name__}, not an a2sgd.torch.{cls.__name__}")
+def _gather_hook(state: _GatherState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """The gather methods' hook: the state's codec encodes the bucket into its payload, every rank's
+    payload is all-gathered on the state's group, and the codec decodes their mean into the bucket.
+    A rank that met a non-finite gradient poisons its payload, so every rank raises."""
     buffer = bucket.buffer()
-    _check_bucket_tensor(buffer, f"bucket {bucket.index()}'s gradient buffer")
     world = state._world_size()
-
-    def make(n):
-        codec = make_codec(n)
-        return (codec, torch.empty(codec.payload_words, dtype=dtype, device=buffer.device),
-                torch.empty(world * codec.payload_words, dtype=dtype, device=buffer.device))
-
-    codec, payload, gathered = state._codec(bucket, buffer.numel(), make)
-    non_finite = encode(codec, buffer, payload)
+    codec, payload, gathered = _in_bucket(bucket, lambda: state._buffers(bucket, buffer, world))
+    non_finite = _in_bucket(bucket, lambda: state._encode(codec, bucket, buffer, payload))
     state._count(bucket, payload.numel() * payload.element_size())
     outputs = list(gathered.view(world, -1).unbind(0))
     fut = dist.all_gather(outputs, payload, group=state.process_group, async_op=True).get_future()
 
     def decode(_):
-        _stop_on_poison(first_values(gathered.view(world, -1)), name, non_finite, bucket)
-        codec.decode(gathered.data_ptr(), world, buffer.data_ptr())
+        if not bool(torch.isfinite(state._poison_values(gathered.view(world, -1))).all()):
+            who = (f"this rank's gradient has {non_finite} non-finite (NaN/Inf) entries" if non_finite
+                   else "another rank's gradient has non-finite (NaN/Inf) entries")
+            raise FloatingPointError(f"a2sgd {state._method}: bucket {bucket.index()}: {who}; the bucket was not "
+                                     "updated")
+        codec.decode(gathered, world, buffer)
         return buffer
 
     return fut.then(decode)
 
 
-def _first_float(words):
-    """Each rank's first 32-bit word as float32 (QSGD's norm, EF-sign's scale)."""
-    return words[:, 0].contiguous().view(torch.float32)
-
-
-def topk_hook(state: "TopKState", bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def topk_hook(state: TopKState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: Top-K with error feedback on one bucket.
 
     Args:
-        state: the TopKState. bucket: the bucket DDP hands the hook.
+        state: the TopKState (process group, ratio, residuals, byte counts).
+        bucket: the bucket DDP hands the hook.
 
     Returns:
         A Future of the bucket's buffer holding the mean of the ranks' sparse vectors.
+
+    Example::
+
+        >>> ddp_model.register_comm_hook(TopKState(module=net, ratio=0.01), topk_hook)
     """
-    def encode(codec, buffer, payload):
-        residual = state._residual(bucket, buffer)
-        return codec.encode(buffer.data_ptr(), residual.data_ptr(), payload.data_ptr())
-
-    # A poisoned payload carries NaN as its first pair's value (the low 32 bits).
-    return _gather_hook(state, bucket, TopKState, "topk", lambda n: _a2sgd.TopkCodec(n, state.ratio), torch.int64,
-                        encode, lambda w: (w[:, 0] & 0xFFFFFFFF).to(torch.int32).view(torch.float32))
+    _check_state(state, TopKState, "topk_hook")
+    return _gather_hook(state, bucket)
 
 
-def qsgd_hook(state: "QSGDState", bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def qsgd_hook(state: QSGDState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: QSGD on one bucket.
 
     Args:
-        state: the QSGDState. bucket: the bucket DDP hands the hook.
+        state: the QSGDState (process group, levels, seed, byte counts).
+        bucket: the bucket DDP hands the hook.
 
     Returns:
         A Future of the bucket's buffer holding the mean of the ranks' dequantised gradients.
+
+    Example::
+
+        >>> ddp_model.register_comm_hook(QSGDState(module=net, levels=15, seed=1), qsgd_hook)
     """
-    def encode(codec, buffer, payload):
-        # The stream of this step and rank, as a2sgd-train draws it for its one buffer; buckets past
-        # the first draw from seeds of their own.
-        rank = dist.get_rank(state.process_group)
-        seed = (state.seed + bucket.index() * 0x9E3779B97F4A7C15) % 2**64
-        codec.encode(buffer.data_ptr(), 0, payload.data_ptr(), seed=seed, step=state.iteration, rank=rank)
-        # QSGD folds no residual, so its codec counts nothing: count here, only when the norm is poisoned.
-        poisoned = not bool(torch.isfinite(payload[:1].view(torch.float32)).all())
-        return int((~torch.isfinite(buffer)).sum()) if poisoned else 0
-
-    return _gather_hook(state, bucket, QSGDState, "qsgd", lambda n: _a2sgd.QsgdCodec(n, state.levels), torch.int32,
-                        encode, _first_float)
+    _check_state(state, QSGDState, "qsgd_hook")
+    return _gather_hook(state, bucket)
 
 
-def efsign_hook(state: "EFSignState", bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def efsign_hook(state: EFSignState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """DDP communication hook: EF-sign on one bucket.
 
     Args:
-        state: the EFSignState. bucket: the bucket DDP hands the hook.
+        state: the EFSignState (process group, residuals, byte counts).
+        bucket: the bucket DDP hands the hook.
 
     Returns:
         A Future of the bucket's buffer holding the mean of the ranks' scaled signs.
-    """
-    def encode(codec, buffer, payload):
-        residual = state._residual(bucket, buffer)
-        return codec.encode(buffer.data_ptr(), residual.data_ptr(), payload.data_ptr())
 
-    return _gather_hook(state, bucket, EFSignState, "efsign", _a2sgd.EfSignCodec, torch.int32, encode, _first_float)
+    Example::
+
+        >>> ddp_model.register_comm_hook(EFSignState(module=net), efsign_hook)
+    """
+    _check_state(state, EFSignState, "efsign_hook")
+    return _gather_hook(state, bucket)
 
 
 _MODEL_CLASSES = ("mlp", "lstm")
@@ -499,26 +548,53 @@ def default_average_period(optimizer: torch.optim.Optimizer, model: str = "mlp")
 _OUTER_OPTIMIZERS = ("average", "momentum", "nesterov")
 
 
-class PeriodicAverager:
-    """Averages the replicas' parameters every `period` steps (call step() after optimizer.step()):
-    one all-reduce of the model, as a2sgd-train's --average-every does. period 0: never.
+class PeriodicAverager(averagers.ModelAverager):
+    """Averages the replicas' parameters every `period` steps, with an optional outer optimizer at
+    the average: a2sgd-train's --average-every and --outer-optimizer, on torch's ModelAverager.
 
-    The outer optimizer turns each average into a step from the model of the last average (theta),
-    as a2sgd-train's --outer-optimizer does: with delta = theta - mean of the replicas,
-    ``momentum``: v <- mu v + delta, theta <- theta - outer_lr v; ``nesterov`` (DiLoCo: outer_lr 0.7,
-    outer_momentum 0.9): theta <- theta - outer_lr (delta + mu v); every replica then restarts from
-    theta. ``average`` (the default) is the plain mean. The first `warmup_steps` steps are not
-    averaged (post-local SGD: DDP's own all-reduce keeps the replicas equal then); theta is the
-    model after them, taken at construction when there are none (build the averager after
-    DistributedDataParallel has broadcast rank 0's model). The outer state costs two model-sized
-    float32 buffers. state_dict() holds the step count and that state, so that a resumed run neither
-    redoes the warm-up nor restarts the outer momentum."""
+    Call ``average_parameters(model.parameters())`` after every ``optimizer.step()``, as with torch's
+    PeriodicModelAverager. ``self.step`` (torch's) counts those calls; the replicas are averaged
+    after step s when s > warmup_steps and s is a multiple of `period` (a2sgd-train's count: torch's
+    PeriodicModelAverager averages one step earlier in the cycle, at s - warmup_steps = 0 mod period
+    counted from 0). The mean is torch's ``utils.average_parameters`` (one all-reduce of the
+    flattened model). period 0: never (average() alone, e.g. at the end).
 
-    def __init__(self, module, period, process_group=None, warmup_steps=0, outer="average", outer_lr=1.0,
-                 outer_momentum=0.0):
-        if not isinstance(period, int) or period < 0:
+    The outer optimizer turns each average into a step from the model of the last average (theta):
+    with delta = theta - the replicas' mean, ``momentum``: v <- mu v + delta, theta <- theta -
+    outer_lr v; ``nesterov`` (DiLoCo: outer_lr 0.7, outer_momentum 0.9): theta <- theta - outer_lr
+    (delta + mu v); every replica then restarts from theta. ``average`` (the default) is the plain
+    mean. The first `warmup_steps` steps are not averaged (post-local SGD: DDP's own all-reduce keeps
+    the replicas equal then); theta is the model after them, taken at construction when there are
+    none (build the averager after DistributedDataParallel has broadcast rank 0's model). The
+    outer state costs two model-sized float32 buffers.
+
+    Args:
+        module: the model whose parameters are averaged (its parameters are what
+            average_parameters() must be handed; the outer state is laid out by them).
+        period: steps between averages (0: never).
+        process_group: the group of the all-reduce (None: the default group).
+        warmup_steps: steps before the first average.
+        outer: ``"average"``, ``"momentum"`` or ``"nesterov"``.
+        outer_lr: the outer learning rate, in (0, 10].
+        outer_momentum: mu, in [0, 1).
+
+    Example::
+
+        >>> averager = PeriodicAverager(net, **default_averaging(opt))
+        >>> for x, y in data:
+        ...     opt.zero_grad(); loss_fn(net(x), y).backward(); opt.step()
+        ...     averager.average_parameters(net.parameters())
+        >>> averager.average()  # deploy the replicas' mean
+        >>> torch.save({"averager": averager.state_dict(), ...}, path)
+    """
+
+    def __init__(self, module: torch.nn.Module, period: int, process_group: Optional[dist.ProcessGroup] = None,
+                 warmup_steps: int = 0, outer: str = "average", outer_lr: float = 1.0, outer_momentum: float = 0.0):
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"a2sgd: module is a {type(module).__name__}, not a torch.nn.Module")
+        if isinstance(period, bool) or not isinstance(period, int) or period < 0:
             raise ValueError(f"a2sgd: period must be a non-negative int (got {period!r})")
-        if not isinstance(warmup_steps, int) or warmup_steps < 0:
+        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise ValueError(f"a2sgd: warmup_steps must be a non-negative int (got {warmup_steps!r})")
         if outer not in _OUTER_OPTIMIZERS:
             raise ValueError(f"a2sgd: outer must be one of {', '.join(_OUTER_OPTIMIZERS)} (got {outer!r})")
@@ -528,13 +604,18 @@ class PeriodicAverager:
             raise ValueError(f"a2sgd: outer_momentum must be in [0, 1) (got {outer_momentum!r})")
         if outer != "average" and period == 0:
             raise ValueError(f"a2sgd: the outer optimizer {outer} acts at the periodic average: needs period > 0")
-        self.module, self.period, self.process_group, self.steps = module, period, process_group, 0
-        self.warmup_steps, self.outer = warmup_steps, outer
+        super().__init__(process_group)
+        self.module, self.period, self.warmup_steps, self.outer = module, period, warmup_steps, outer
         self.outer_lr, self.outer_momentum = float(outer_lr), float(outer_momentum)
         self.bytes_handed = 0
         self.anchor = self.velocity = None
         if self._has_outer_state() and warmup_steps == 0:
             self._take_anchor()
+
+    @property
+    def steps(self) -> int:
+        """The steps counted so far (torch's ``step``)."""
+        return self.step
 
     def _has_outer_state(self):
         return self.period > 0 and self.outer != "average"
@@ -547,43 +628,55 @@ class PeriodicAverager:
         self.anchor = torch.cat([p.detach().reshape(-1).float() for p in self._params()])
         self.velocity = torch.zeros_like(self.anchor)
 
-    def step(self):
-        self.steps += 1
-        if self._has_outer_state() and self.steps == self.warmup_steps:
+    def average_parameters(self, params=None) -> None:
+        """Counts one step and averages the replicas when the period says so (collective).
+
+        Args:
+            params: the module's parameters (``model.parameters()``, or the optimizer's
+                ``param_groups``), as torch's averagers take them; None: the module's.
+        """
+        if params is not None:
+            if not {id(p) for p in averaging_utils.get_params_to_average(params)} <= {id(p) for p in self._params()}:
+                raise ValueError("a2sgd: PeriodicAverager averages the parameters of the module it was built with; "
+                                 "average_parameters() was handed others")
+        self.step += 1
+        if self._has_outer_state() and self.step == self.warmup_steps:
             self._take_anchor()
-        if self.period and self.steps > self.warmup_steps and self.steps % self.period == 0:
+        if self.period and self.step > self.warmup_steps and self.step % self.period == 0:
             self.average(outer_step=True)
 
     @torch.no_grad()
-    def average(self, outer_step=False):
+    def average(self, outer_step: bool = False) -> None:
         """Replaces every replica by the replicas' mean (collective); with outer_step, by the outer
-        optimizer's step from it (step() does that at each period; a final average for evaluation
-        or export is the plain mean)."""
-        world = dist.get_world_size(self.process_group)
+        optimizer's step from it (average_parameters() does that at each period; a final average for
+        evaluation or export is the plain mean).
+
+        Args:
+            outer_step: apply the outer optimizer (when it has one) to the mean.
+        """
         params = self._params()
-        flat = torch.cat([p.detach().reshape(-1) for p in params])
-        dist.all_reduce(flat, group=self.process_group)
-        flat.div_(world)
-        self.bytes_handed += flat.numel() * flat.element_size()
+        averaging_utils.average_parameters(iter(params), self.process_group)
+        self.bytes_handed += sum(p.numel() * p.element_size() for p in params)
         if outer_step and self._has_outer_state() and self.anchor is not None:
-            delta = self.anchor - flat
+            mean = torch.cat([p.detach().reshape(-1) for p in params])
+            delta = self.anchor - mean
             self.velocity.mul_(self.outer_momentum).add_(delta)
             step = delta + self.outer_momentum * self.velocity if self.outer == "nesterov" else self.velocity
             self.anchor.sub_(self.outer_lr * step)
-            flat.copy_(self.anchor)
-        offset = 0
-        for p in params:
-            p.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
+            offset = 0
+            for p in params:
+                p.copy_(self.anchor[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
 
-    def state_dict(self):
-        """The step count and the outer optimizer's state (theta and v; None without one)."""
-        return {"steps": self.steps, "period": self.period, "warmup_steps": self.warmup_steps, "outer": self.outer,
+    def state_dict(self) -> dict:
+        """The step count, the settings and the outer optimizer's state (theta and v; None without
+        one), so that a resumed run neither redoes the warm-up nor restarts the outer momentum."""
+        return {"step": self.step, "period": self.period, "warmup_steps": self.warmup_steps, "outer": self.outer,
                 "outer_lr": self.outer_lr, "outer_momentum": self.outer_momentum,
                 "anchor": None if self.anchor is None else self.anchor.clone(),
                 "velocity": None if self.velocity is None else self.velocity.clone()}
 
-    def load_state_dict(self, sd):
+    def load_state_dict(self, sd: dict) -> None:
         """Restores state_dict()'s; the settings must be this averager's (a different period or outer
         optimizer raises ValueError: continue such a run with the settings it was saved with)."""
         for key in ("period", "warmup_steps", "outer", "outer_lr", "outer_momentum"):
@@ -593,6 +686,6 @@ class PeriodicAverager:
         for key in ("anchor", "velocity"):
             if sd[key] is not None and sd[key].numel() != n:
                 raise ValueError(f"a2sgd: the saved {key} has {sd[key].numel()} values, the module {n}")
-        self.steps = int(sd["steps"])
+        self.step = int(sd["step"] if "step" in sd else sd["steps"])  # "steps": the key's earlier name
         self.anchor = None if sd["anchor"] is None else sd["anchor"].clone().float()
         self.velocity = None if sd["velocity"] is None else sd["velocity"].clone().float()

@@ -86,7 +86,6 @@ def main():
     gen = torch.Generator().manual_seed(1)
     g0 = torch.randn(n, generator=gen)
     g, e = g0.clone(), torch.randn(n, generator=gen) * 0.1
-    bounds = [0, n]
     state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
     pbuf = g0.clone()
     pbucket = Bucket(pbuf, shapes)
@@ -95,13 +94,17 @@ def main():
         psgd.powerSGD_hook(state, pbucket).wait()
         state.maybe_increase_iter(pbucket)
 
-    def encode():
-        return _a2sgd.encode(g.data_ptr(), e.data_ptr(), n, bounds)
+    codec = _a2sgd.A2sgdCodec(n)
+    payload = torch.empty(codec.payload_words, dtype=torch.float64)
 
-    payload, local, _ = encode()
+    def encode():
+        return codec.encode(g, e, payload)
+
+    encode()
 
     def decode():
-        _a2sgd.decode_in_place(g.data_ptr(), e.data_ptr(), n, bounds, local, local)
+        # One rank: the payload summed over the ranks is this rank's (global means = local ones).
+        codec.decode(payload, 1, g, e)
 
     gn, en = g.numpy(), e.numpy()  # the same memory
     astate = at.A2SGDState()

@@ -1,7 +1,8 @@
 // a2sgd._a2sgd: the library's exchange kernels on memory that Python owns (a torch tensor's), for
-// the a2sgd.torch communication hooks. Only the library's public headers; no torch headers: the
-// Python side hands over data pointers, after checking dtype, device and contiguity, so the
-// kernels run on the tensor's memory without a copy.
+// the a2sgd.torch communication hooks. Only the library's public headers; no torch headers: every
+// function takes the torch tensors themselves and checks here, before the kernels view their
+// memory without a copy, what the kernel needs of each (a torch.Tensor, its dtype, its element
+// count, a device this build's memory space can read, contiguity), naming the argument that fails.
 #include <a2sgd/compress/A2sgdCodec.hpp>
 #include <a2sgd/compress/GatherCodec.hpp>
 #include <a2sgd/compress/EfSignCodec.hpp>
@@ -14,6 +15,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -24,22 +26,6 @@ namespace py = pybind11;
 using namespace a2sgd;
 
 namespace {
-
-using Unmanaged = Kokkos::View<float*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
-FloatView view_of(std::uintptr_t address, Index n) {
-  if (n < 0) throw InvalidArgument("a negative length");
-  if (n > 0 && address == 0) throw InvalidArgument("a null data pointer");
-  return Unmanaged(reinterpret_cast<float*>(address), static_cast<std::size_t>(n));
-}
-
-template <class T>
-Kokkos::View<T*, MemorySpace> words_of(std::uintptr_t address, Index n, const char* what) {
-  if (n < 0) throw InvalidArgument(std::string("a negative length of ") + what);
-  if (n > 0 && address == 0) throw InvalidArgument(std::string("a null data pointer for ") + what);
-  return Kokkos::View<T*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(reinterpret_cast<T*>(address),
-                                                                                static_cast<std::size_t>(n));
-}
 
 // Kokkos lives as long as the interpreter: initialised at first use (ensure_kokkos) unless the host program did, and
 // finalised at exit, or, where codec objects (which own Kokkos views) outlive the atexit handlers
@@ -92,6 +78,63 @@ struct LiveCodec {
   }
 };
 
+// Where a tensor must live: in the memory the kernels read (the host in a host build, a GPU in a
+// CUDA or HIP one), or on the host (A2SGD's few payload scalars, which the host reads).
+enum class Where { kernels, host };
+
+// The torch tensor behind an argument, checked: a torch.Tensor of `dtype` ("torch.float32", ...)
+// with n elements, contiguous, where `where` says; for the kernels' memory, Kokkos is started on
+// the tensor's device if it does not run yet. Returns its data pointer. Checked in Python's terms,
+// since no torch headers are linked: the attributes every torch.Tensor has.
+template <class T>
+T* tensor_data(py::handle t, const char* what, const char* dtype, Index n, Where where = Where::kernels) {
+  static const py::object tensor_type = py::module_::import("torch").attr("Tensor");
+  // TypeError for what the tensor is (its type, dtype, device), ValueError for its shape, as torch.
+  const std::string name = "a2sgd: " + std::string(what) + " ";
+  const auto type_error = [&](const std::string& why) { throw py::type_error(name + why); };
+  const auto value_error = [&](const std::string& why) { throw InvalidArgument(name + why); };
+  if (!py::isinstance(t, tensor_type))
+    type_error("is a " + std::string(py::str(py::type::of(t).attr("__name__"))) + ", not a torch.Tensor");
+  const std::string got = py::str(t.attr("dtype"));
+  if (got != dtype)
+    type_error("is " + got + ", not " + dtype +
+               (got == "torch.float16" || got == "torch.bfloat16"
+                    ? " (train in float32, or register torch's fp16_compress_hook or bf16_compress_hook instead)"
+                    : ""));
+  const py::object device = t.attr("device");
+  const std::string type = py::str(device.attr("type"));
+  if (where == Where::host && type != "cpu") type_error("is on " + std::string(py::str(device)) + ", not on the CPU");
+  if (where == Where::kernels && (type == "cpu") != host_accessible_memory)
+    type_error("is on " + std::string(py::str(device)) + ", but this a2sgd's kernels read " + MemorySpace::name() +
+               (host_accessible_memory ? " (build the library with Kokkos CUDA or HIP for device tensors)" : ""));
+  const auto count = t.attr("numel")().cast<std::int64_t>();
+  if (count != n) value_error("has " + std::to_string(count) + " elements, not " + std::to_string(n));
+  if (!t.attr("is_contiguous")().cast<bool>()) value_error("is not contiguous");
+  const py::object index = device.attr("index");
+  if (where == Where::kernels) ensure_kokkos(type == "cpu" || index.is_none() ? -1 : index.cast<int>());
+  return reinterpret_cast<T*>(t.attr("data_ptr")().cast<std::uintptr_t>());
+}
+
+FloatView float_view(py::handle t, const char* what, Index n) {
+  return Kokkos::View<float*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+      tensor_data<float>(t, what, "torch.float32", n), static_cast<std::size_t>(n));
+}
+
+// The torch dtype of a payload word: the integer of the same width (torch has no unsigned 32- and
+// 64-bit types; the bits are the same).
+template <class Word>
+constexpr const char* word_dtype() {
+  static_assert(sizeof(Word) == 4 || sizeof(Word) == 8, "payload words are 32 or 64 bits");
+  return sizeof(Word) == 4 ? "torch.int32" : "torch.int64";
+}
+
+template <class Word>
+Kokkos::View<Word*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> word_view(py::handle t, const char* what,
+                                                                                    Index n) {
+  using View = Kokkos::View<Word*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  return View(tensor_data<Word>(t, what, word_dtype<Word>(), n), static_cast<std::size_t>(n));
+}
+
 // A gather codec (GatherCodec.hpp) as Python holds it: with the device counter of non-finite entries
 // its fold keeps (reset before, read after each encode: the count decides the hook's error message,
 // not the result).
@@ -114,52 +157,64 @@ py::class_<Bound<Codec>> bind_gather_codec(py::module_& m, const char* name, con
       .def_property_readonly("payload_words", [](const B& b) { return b.codec.payload_words(); })
       .def_property_readonly_static("word_bytes", [](py::object) { return sizeof(Word); })
       .def_property_readonly_static("has_residual", [](py::object) { return Codec::has_residual; })
+      .def_property_readonly_static("word_dtype", [](py::object) { return std::string(word_dtype<Word>()); })
       .def(
           "encode",
-          [](B& b, std::uintptr_t grad, std::uintptr_t residual, std::uintptr_t payload, std::uint64_t seed,
-             std::uint64_t step, int rank) {
+          [](B& b, py::handle grad, py::handle residual, py::handle payload, std::uint64_t seed, std::uint64_t step,
+             int rank) {
+            const Index n = b.codec.size();
+            const FloatView g = float_view(grad, "grad", n);
+            const FloatView e = Codec::has_residual ? float_view(residual, "residual", n) : FloatView();
+            const auto words = word_view<Word>(payload, "payload", b.codec.payload_words());
             py::gil_scoped_release unlocked;
             const ExecutionSpace exec;
-            const Index n = b.codec.size();
             Kokkos::deep_copy(exec, b.non_finite, std::int64_t(0));
-            b.codec.encode(exec, view_of(grad, n), Codec::has_residual ? view_of(residual, n) : FloatView(),
-                           EncodeContext{seed, step, rank, b.non_finite},
-                           words_of<Word>(payload, b.codec.payload_words(), "the payload"));
+            b.codec.encode(exec, g, e, EncodeContext{seed, step, rank, b.non_finite}, words);
             std::int64_t bad = 0;
             Kokkos::deep_copy(bad, b.non_finite);  // fences
             return bad;
           },
           py::arg("grad"), py::arg("residual"), py::arg("payload"), py::arg("seed") = 0, py::arg("step") = 0,
           py::arg("rank") = 0,
-          "the payload of g (with the residual folded in where the codec keeps one; seed, step and rank fix a "
-          "random rounding's stream); returns the number of non-finite entries the fold met")
+          "payload <- the codec's words for grad (float32, size values; with the residual folded in and "
+          "updated where the codec keeps one, else residual may be None; seed, step and rank fix a random "
+          "rounding's stream); payload: a tensor of payload_words words of word_dtype. Returns the number "
+          "of non-finite entries the fold met")
       .def(
           "decode",
-          [](const B& b, std::uintptr_t gathered, int ranks, std::uintptr_t out) {
+          [](const B& b, py::handle gathered, int ranks, py::handle out) {
             if (ranks < 1) throw InvalidArgument("ranks " + std::to_string(ranks));
+            const auto words = word_view<Word>(gathered, "gathered", b.codec.payload_words() * ranks);
+            const FloatView u = float_view(out, "out", b.codec.size());
             py::gil_scoped_release unlocked;
             const ExecutionSpace exec;
-            const FloatView u = view_of(out, b.codec.size());
             if (!Codec::decode_overwrites) Kokkos::deep_copy(exec, u, 0.0f);
-            b.codec.decode(exec, words_of<Word>(gathered, b.codec.payload_words() * ranks, "the gathered payloads"), u,
-                           ranks);
+            b.codec.decode(exec, words, u, ranks);
             exec.fence();
           },
           py::arg("gathered"), py::arg("ranks"), py::arg("out"),
-          "out <- the mean over the ranks of their decoded payloads (`ranks` of them, rank after rank)");
+          "out <- the mean over the ranks of their decoded payloads (gathered: `ranks` payloads, rank after "
+          "rank)");
   return c;
 }
 
-// A2SGD's codec from the hook's segment bounds (which must run from 0 to n) and option names.
-A2sgdCodec codec_of(Index n, const std::vector<Index>& bounds, const std::string& averaging,
-                    const std::string& residual, bool error_feedback, const std::string& zero_gradient) {
-  if (bounds.size() < 2 || bounds.front() != 0 || bounds.back() != n)
-    throw InvalidArgument("segment bounds must run from 0 to n = " + std::to_string(n));
-  std::vector<Index> sizes;
-  for (std::size_t s = 0; s + 1 < bounds.size(); ++s) sizes.push_back(bounds[s + 1] - bounds[s]);
+// A2SGD's codec as Python holds it: the local means of the last encode, which its decode needs
+// (a hook encodes a bucket, all-reduces the payload and decodes that bucket before encoding it
+// again, so one set per codec is enough).
+struct BoundA2sgd {
+  LiveCodec live;
+  A2sgdCodec codec;
+  std::vector<TwoMeansResult> local;
+  bool encoded = false;
+};
+
+BoundA2sgd make_a2sgd(Index n, const std::vector<Index>& sizes, const std::string& averaging,
+                      const std::string& residual, bool error_feedback, const std::string& zero_gradient) {
   const A2sgdCodecOptions o{parse_global_averaging(averaging), parse_residual_reference(residual), error_feedback,
                             parse_zero_gradient(zero_gradient)};
-  return A2sgdCodec(n, o, sizes.size() == 1 ? std::vector<Index>{} : sizes);
+  BoundA2sgd b{LiveCodec(), A2sgdCodec(n, o, sizes.size() == 1 ? std::vector<Index>{} : sizes), {}, false};
+  b.local.resize(b.codec.segments());
+  return b;
 }
 
 }  // namespace
@@ -203,79 +258,60 @@ PYBIND11_MODULE(_a2sgd, m) {
   m.def(
       "host_memory", [] { return host_accessible_memory; },
       "whether the kernels read host memory (a CPU build) rather than a device's (CUDA, HIP)");
-  m.def(
-      "payload_width",
-      [](const std::string& averaging) { return A2sgdCodec::payload_width(parse_global_averaging(averaging)); },
-      py::arg("averaging"), "doubles per segment in the payload: 2 (mean) or 4 (weighted)");
+  py::class_<BoundA2sgd>(m, "A2sgdCodec",
+                         "A2SGD on n float32 values in segments (sizes: [] or [n] for one, else the tensors' "
+                         "sizes): a payload of payload_words float64 values to SUM-all-reduce")
+      .def(py::init(&make_a2sgd), py::arg("n"), py::arg("sizes") = std::vector<Index>{},
+           py::arg("averaging") = "mean", py::arg("residual_reference") = "local", py::arg("error_feedback") = true,
+           py::arg("zero_gradient") = "move")
+      .def_property_readonly("size", [](const BoundA2sgd& b) { return b.codec.size(); })
+      .def_property_readonly("segments", [](const BoundA2sgd& b) { return b.codec.segments(); })
+      .def_property_readonly("payload_words", [](const BoundA2sgd& b) { return b.codec.payload_words(); })
+      .def_property_readonly("has_residual", [](const BoundA2sgd& b) { return b.codec.has_residual(); })
+      .def(
+          "encode",
+          [](BoundA2sgd& b, py::handle grad, py::handle residual, py::handle payload) {
+            const Index n = b.codec.size();
+            const FloatView g = float_view(grad, "grad", n);
+            const FloatView e = b.codec.has_residual() ? float_view(residual, "residual", n) : FloatView();
+            // The payload's few scalars are summed by the host (global_means): a CPU tensor; a device
+            // build's hook all-reduces a device copy of it.
+            double* words =
+                tensor_data<double>(payload, "payload", "torch.float64", b.codec.payload_words(), Where::host);
+            py::gil_scoped_release unlocked;
+            const std::int64_t bad = b.codec.encode(ExecutionSpace(), g, e, b.local.data(), words);
+            b.encoded = true;
+            return bad;
+          },
+          py::arg("grad"), py::arg("residual"), py::arg("payload"),
+          "steps 2-3 over a = grad + residual per segment: payload (a CPU float64 tensor of payload_words) <- "
+          "this rank's payload; the local means kept for decode. Returns the number of non-finite entries")
+      .def(
+          "decode",
+          [](BoundA2sgd& b, py::handle reduced, int world_size, py::handle grad, py::handle residual) {
+            if (world_size < 1) throw InvalidArgument("world size " + std::to_string(world_size));
+            if (!b.encoded) throw InvalidArgument("a2sgd: decode before any encode (no local means yet)");
+            const double* sums =
+                tensor_data<double>(reduced, "reduced", "torch.float64", b.codec.payload_words(), Where::host);
+            std::vector<std::pair<double, double>> global(b.codec.segments()), local(b.codec.segments());
+            b.codec.global_means(sums, world_size, global.data());
+            for (const auto& [pos, neg] : global)
+              if (!std::isfinite(pos) || !std::isfinite(neg)) return false;  // a rank's gradient was poisoned
+            for (std::size_t s = 0; s < local.size(); ++s) local[s] = {b.local[s].mean_pos(), b.local[s].mean_neg()};
+            const Index n = b.codec.size();
+            const FloatView g = float_view(grad, "grad", n);
+            const FloatView e = b.codec.has_residual() ? float_view(residual, "residual", n) : FloatView();
+            py::gil_scoped_release unlocked;
+            b.codec.decode_in_place(ExecutionSpace(), g, e, local.data(), global.data());
+            ExecutionSpace().fence();
+            return true;
+          },
+          py::arg("reduced"), py::arg("world_size"), py::arg("grad"), py::arg("residual"),
+          "steps 4-6: the global means from reduced (the payloads SUM-all-reduced over world_size ranks, a CPU "
+          "float64 tensor), then grad <- the update and residual <- a - c. Returns False, touching nothing, when "
+          "a mean is not finite (a rank's gradient had NaN/Inf)");
   m.def("segment_bounds", &A2sgdCodec::segment_bounds, py::arg("n"), py::arg("sizes"),
         "[0, n] for the whole buffer, or the running sums of the tensor sizes (which must add up to n)");
-
-  m.def(
-      "encode",
-      [](std::uintptr_t grad, std::uintptr_t residual, Index n, const std::vector<Index>& bounds,
-         const std::string& averaging, const std::string& residual_ref, bool error_feedback,
-         const std::string& zero_gradient) {
-        ensure_kokkos();
-        const A2sgdCodec codec = codec_of(n, bounds, averaging, residual_ref, error_feedback, zero_gradient);
-        const std::size_t segments = codec.segments();
-        std::vector<TwoMeansResult> local(segments);
-        std::vector<double> payload(static_cast<std::size_t>(codec.payload_words()));
-        std::int64_t non_finite = 0;
-        {
-          py::gil_scoped_release unlocked;
-          const FloatView g = view_of(grad, n);
-          const FloatView e = error_feedback ? view_of(residual, n) : FloatView();
-          non_finite = codec.encode(ExecutionSpace(), g, e, local.data(), payload.data());
-        }
-        std::vector<std::pair<double, double>> means(segments);
-        for (std::size_t s = 0; s < segments; ++s) means[s] = {local[s].mean_pos(), local[s].mean_neg()};
-        return std::make_tuple(payload, means, non_finite);
-      },
-      py::arg("grad"), py::arg("residual"), py::arg("n"), py::arg("bounds"), py::arg("averaging") = "mean",
-      py::arg("residual_reference") = "local", py::arg("error_feedback") = true, py::arg("zero_gradient") = "move",
-      "A2SGD's encode pass over a = g + e per segment: (payload to SUM-all-reduce, local means, non-finite count)");
-
-  m.def(
-      "global_means",
-      [](const std::vector<double>& reduced, const std::string& averaging, int world_size) {
-        const GlobalAveraging a = parse_global_averaging(averaging);
-        const std::size_t width = static_cast<std::size_t>(A2sgdCodec::payload_width(a));
-        if (world_size < 1) throw InvalidArgument("world size " + std::to_string(world_size));
-        if (reduced.empty() || reduced.size() % width != 0)
-          throw InvalidArgument("a payload of " + std::to_string(reduced.size()) + " values for width " +
-                                std::to_string(width));
-        // Segments of one value each stand for the payload's segments: the means need no sizes.
-        const auto segments = static_cast<Index>(reduced.size() / width);
-        A2sgdCodecOptions o;
-        o.averaging = a;
-        const A2sgdCodec codec(segments, o, std::vector<Index>(static_cast<std::size_t>(segments), 1));
-        std::vector<std::pair<double, double>> means(static_cast<std::size_t>(segments));
-        codec.global_means(reduced.data(), world_size, means.data());
-        return means;
-      },
-      py::arg("reduced"), py::arg("averaging"), py::arg("world_size"),
-      "the global averages (M_pos, M_neg) of every segment from the payload summed over the ranks");
-
-  m.def(
-      "decode_in_place",
-      [](std::uintptr_t grad, std::uintptr_t residual, Index n, const std::vector<Index>& bounds,
-         const std::vector<std::pair<double, double>>& local_means,
-         const std::vector<std::pair<double, double>>& global_means, const std::string& averaging,
-         const std::string& residual_ref, bool error_feedback, const std::string& zero_gradient) {
-        ensure_kokkos();
-        const A2sgdCodec codec = codec_of(n, bounds, averaging, residual_ref, error_feedback, zero_gradient);
-        if (local_means.size() != codec.segments() || global_means.size() != codec.segments())
-          throw InvalidArgument("one (pos, neg) pair of local and of global means per segment");
-        py::gil_scoped_release unlocked;
-        const FloatView g = view_of(grad, n);
-        const FloatView e = error_feedback ? view_of(residual, n) : FloatView();
-        codec.decode_in_place(ExecutionSpace(), g, e, local_means.data(), global_means.data());
-        ExecutionSpace().fence();
-      },
-      py::arg("grad"), py::arg("residual"), py::arg("n"), py::arg("bounds"), py::arg("local_means"),
-      py::arg("global_means"), py::arg("averaging") = "mean", py::arg("residual_reference") = "local",
-      py::arg("error_feedback") = true, py::arg("zero_gradient") = "move",
-      "A2SGD's decode pass: the update replaces g, the residual e = a - c, per segment");
 
   // The baselines, as a2sgd-train runs them (TopkCodec.hpp, QsgdCodec.hpp, EfSignCodec.hpp), each
   // through the one gather interface: the payload words are handed over as torch int64 (Top-K) or

@@ -32,6 +32,7 @@ import traceback
 try:
     import torch
     import torch.distributed as dist
+    from torch.distributed.algorithms.model_averaging import averagers
     import torch.multiprocessing as mp
 except ImportError as e:  # only where torch is absent; CI installs it
     print(f"SKIPPED: no torch for {sys.executable} ({e})")
@@ -194,7 +195,7 @@ def train_mlp(rank, world, hook, steps, seed=1):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(ddp(xtr[idx]), ytr[idx]).backward()
         opt.step()
-        averager.step()
+        averager.average_parameters(ddp.parameters())
     # The deployed model: the replicas' average (as a2sgd-train's final evaluation).
     averager.average()
     with torch.no_grad():
@@ -328,7 +329,7 @@ def worker(rank, world, init, out, quick):
                     xs = [x - 0.5 * dyadic(r, step) for r, x in enumerate(xs)]
                     with torch.no_grad():
                         model.weight.sub_(0.5 * dyadic(rank, step).float())
-                averager.step()
+                averager.average_parameters(model.parameters())
                 if step + 1 == 1 and outer != "average":
                     theta = xs[0].clone()
                 if (step + 1) % 2 == 0 and step + 1 > 1:
@@ -382,6 +383,52 @@ def worker(rank, world, init, out, quick):
     except Exception:
         traceback.print_exc()
         raise
+
+
+def refused(call, err, words):
+    """Whether call() raises err with a message holding every one of `words`."""
+    try:
+        call()
+    except err as e:
+        return all(w in str(e) for w in words)
+    return False
+
+
+def boundary_cases():
+    """The library checks the tensors it is handed (in C++, naming the argument), and A2SGD writes
+    its payload into the caller's float64 tensor."""
+    topk = at._a2sgd.TopkCodec(4, 0.5)
+    g, e = torch.tensor([1.0, -3.0, 0.5, 2.0]), torch.zeros(4)
+    payload = torch.empty(topk.payload_words, dtype=torch.int64)
+    check(refused(lambda: topk.encode(g.data_ptr(), e, payload), TypeError, ("grad", "not a torch.Tensor")),
+          "a codec refuses a data pointer in place of a tensor (TypeError naming grad)")
+    check(refused(lambda: topk.encode(g[:3], e, payload), ValueError, ("grad", "3 elements, not 4")),
+          "a codec refuses a tensor of another size (ValueError naming grad and both sizes)")
+    check(refused(lambda: topk.encode(g, e.double(), payload), TypeError, ("residual", "torch.float64")),
+          "a codec refuses a residual of another dtype (TypeError naming it)")
+    check(refused(lambda: topk.encode(g, e, payload.int()), TypeError, ("payload", "torch.int32", "torch.int64")),
+          "a codec refuses a payload of the wrong word type")
+    check(refused(lambda: topk.decode(payload, 2, g), ValueError, ("gathered", "2 elements, not 4")),
+          "decode refuses a gathered buffer shorter than the rank count's payloads")
+    check(refused(lambda: topk.encode(g, torch.zeros(8)[::2], payload), ValueError, ("residual", "not contiguous")),
+          "a codec refuses a non-contiguous residual")
+    codec = at._a2sgd.A2sgdCodec(4)
+    scalars = torch.full((codec.payload_words,), -1.0, dtype=torch.float64)
+    address = scalars.data_ptr()
+    codec.encode(torch.tensor([1.0, 2.0, -3.0, -1.0]), torch.zeros(4), scalars)
+    check(scalars.data_ptr() == address and scalars.tolist() == [1.5, -2.0],
+          f"A2SGD's payload is written into the caller's float64 tensor: the means 1.5 and -2 ({scalars.tolist()})")
+    check(refused(lambda: codec.encode(g, e, scalars.float()), TypeError, ("payload", "torch.float32", "torch.float64")),
+          "A2SGD refuses a float32 payload")
+    check(refused(lambda: codec.decode(scalars, 0, g, e), ValueError, ("world size 0",)),
+          "A2SGD refuses a world size of 0")
+    net, other = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    averager = at.PeriodicAverager(net, 2)
+    check(isinstance(averager, averagers.ModelAverager), "PeriodicAverager is a torch ModelAverager")
+    for p in other.parameters():
+        p.grad = torch.zeros_like(p)
+    check(refused(lambda: averager.average_parameters(other.parameters()), ValueError, ("module",)),
+          "average_parameters() refuses the parameters of another module")
 
 
 def single_process_cases():
@@ -473,6 +520,7 @@ def single_process_cases():
             check("non-finite" in str(e), f"a NaN gradient raises, naming it ({type(e).__name__})")
         check(sorted(at.available_methods()) == ["a2sgd", "efsign", "qsgd", "topk"],
               f"available_methods(): {sorted(at.available_methods())}")
+        boundary_cases()
     finally:
         dist.destroy_process_group()
 
