@@ -86,7 +86,7 @@ class _BucketState:
 
     _method = None
 
-    def __init__(self, process_group=None, module=None):
+    def __init__(self, process_group: Optional[dist.ProcessGroup] = None, module: Optional[torch.nn.Module] = None):
         if module is not None and not isinstance(module, torch.nn.Module):
             raise TypeError(f"a2sgd: module is a {type(module).__name__}, not a torch.nn.Module")
         self.process_group = process_group
@@ -176,7 +176,9 @@ class _BucketState:
     def _saved_options(self):
         raise NotImplementedError
 
-    def state_dict(self):
+    def state_dict(self) -> dict:
+        """The method, its options, the step count, the bytes handed and every parameter's residual
+        (by name), for torch.save next to the model's state."""
         per_param = {}
         if self.residuals or self._pending:
             names = self._names()
@@ -189,7 +191,9 @@ class _BucketState:
         return {"method": self._method, "options": self._saved_options(), "iteration": self.iteration,
                 "bytes_handed": self.bytes_handed, "residuals": per_param}
 
-    def load_state_dict(self, sd):
+    def load_state_dict(self, sd: dict) -> None:
+        """Restores state_dict()'s (the same method and options, or ValueError naming the difference);
+        the residuals are placed in the buckets when DDP first hands them to the hook."""
         if sd.get("method", self._method) != self._method:
             raise ValueError(f"a2sgd: the saved state is {sd.get('method')}'s, this state {self._method}'s")
         options = self._saved_options()
@@ -206,31 +210,39 @@ class _BucketState:
 
 
 class A2SGDState(_BucketState):
-    """The hook's state: options, and per DDP bucket its error-feedback residual and segment bounds.
+    """The hook's state: options, and per DDP bucket its codec, payload and error-feedback residual.
 
-    process_group: the group the scalars are all-reduced on (None: the default group).
-    module: the model DDP wraps (or the DDP module); its parameter names key the residuals in
-        state_dict(), so that a run resumed under a new DDP (whose buckets may be laid out
-        differently) gets every parameter's residual back. Needed for state_dict() only.
-    averaging: "mean" (2 scalars per segment) or "weighted" (4: sums and counts).
-    residual: "local" (e = a - the local mean of a's sign) or "global" (the global mean).
-    granularity: "model" (one pair of means per bucket) or "layer" (one per parameter tensor).
-    error_feedback: carry e into the next step (True; False for ablations only).
-    zero_gradient: "move" (an entry with g == 0 is classed by its residual) or "hold" (left out).
-    warmup_steps: the first steps all-reduce the dense gradient (the residual untouched).
+    Args:
+        process_group: the group the scalars are all-reduced on (None: the default group).
+        module: the model DDP wraps (or the DDP module); its parameter names key the residuals in
+            state_dict(), so that a run resumed under a new DDP (whose buckets may be laid out
+            differently) gets every parameter's residual back. Needed for state_dict() only.
+        averaging: "mean" (2 scalars per segment) or "weighted" (4: sums and counts).
+        residual: "local" (e = a - the local mean of a's sign) or "global" (the global mean).
+        granularity: "model" (one pair of means per bucket) or "layer" (one per parameter tensor).
+        error_feedback: carry e into the next step (True; False for ablations only).
+        zero_gradient: "move" (an entry with g == 0 is classed by its residual) or "hold" (left out).
+        warmup_steps: the first steps all-reduce the dense gradient (the residual untouched).
 
-    The residuals follow DDP's bucket rebuild, and state_dict() / load_state_dict() carry them per
-    parameter with the step count (see _BucketState), so that a resumed run continues bit for bit:
-    torch.save(state.state_dict(), ...) next to the model's.
+    The defaults are a2sgd-train's (read from the library's method registry). The residuals follow
+    DDP's bucket rebuild, and state_dict() / load_state_dict() carry them per parameter with the
+    step count (see _BucketState), so that a resumed run continues bit for bit.
+
+    Example::
+
+        >>> state = A2SGDState(module=net, granularity="layer", zero_gradient="hold")
+        >>> ddp_model.register_comm_hook(state, a2sgd_hook)
+        >>> torch.save({"model": net.state_dict(), "a2sgd": state.state_dict()}, path)
     """
 
     _method = "a2sgd"
 
-    def __init__(self, process_group=None, module=None, averaging=_DEFAULTS["a2sgd"]["averaging"],
-                 residual=_DEFAULTS["a2sgd"]["residual"], granularity=_DEFAULTS["a2sgd"]["granularity"],
-                 error_feedback=_DEFAULTS["a2sgd"]["error_feedback"] == "on",
-                 zero_gradient=_DEFAULTS["a2sgd"]["zero_gradient"],
-                 warmup_steps=int(_DEFAULTS["a2sgd"]["warmup_steps"])):
+    def __init__(self, process_group: Optional[dist.ProcessGroup] = None, module: Optional[torch.nn.Module] = None,
+                 averaging: str = _DEFAULTS["a2sgd"]["averaging"], residual: str = _DEFAULTS["a2sgd"]["residual"],
+                 granularity: str = _DEFAULTS["a2sgd"]["granularity"],
+                 error_feedback: bool = _DEFAULTS["a2sgd"]["error_feedback"] == "on",
+                 zero_gradient: str = _DEFAULTS["a2sgd"]["zero_gradient"],
+                 warmup_steps: int = int(_DEFAULTS["a2sgd"]["warmup_steps"])):
         for name, value in (("averaging", averaging), ("residual", residual), ("granularity", granularity),
                             ("zero_gradient", zero_gradient)):
             if not isinstance(value, str):
