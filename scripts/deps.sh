@@ -9,7 +9,7 @@ A2SGD_DEBIAN_PACKAGES=(
   libboost-program-options-dev catch2 zlib1g-dev
   dataset-fashion-mnist  # /usr/share/datasets/fashion-mnist
   libopenblas0-serial  # Kokkos Kernels calls libblas.so.3: without OpenBLAS it is the slow reference BLAS
-  python3 python3-matplotlib  # scripts/plot_bench.py
+  python3 python3-matplotlib  # reports/plot_bench.py
   python3-dev pybind11-dev python3-torch  # the Python package a2sgd (-DA2SGD_PYTHON=ON, docs/pytorch.md)
   python3-pip python3-venv  # its `pip install` (pyproject.toml), tested in a venv
 )

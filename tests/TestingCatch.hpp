@@ -22,7 +22,7 @@ using Catch::Matchers::WithinRel;
 
 namespace a2sgd::testing {
 
-/// Whether this is the AddressSanitizer build (scripts/sanitize.sh): tests that are expensive
+/// Whether this is the AddressSanitizer build (scripts/dev/sanitize.sh): tests that are expensive
 /// only because of their size run a sample there, the full check in the regular build.
 #if defined(__SANITIZE_ADDRESS__)
 inline constexpr bool address_sanitizer_build = true;

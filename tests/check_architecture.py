@@ -2,7 +2,8 @@
 """docs/architecture.md against the tree: every tracked folder (the committed runs under
 docs/results/ and the fuzz corpus's per-harness folders aside) has its line and every line names a
 tracked folder; every header and source of a library component includes only the components its
-line allows ("every component above": the rows before it).
+line allows ("every component above": the rows before it); the reports package has no function
+over 100 lines and edits no sys.path.
 
 Usage: check_architecture.py SOURCE_DIR
 """
@@ -68,5 +69,19 @@ for folder, allow in allowed.items():
                 wrong.append(f"{f} includes {inc}")
 check(len(allowed) >= 8, f"the library's components have include rules ({len(allowed)} folders)")
 check(not wrong, f"every component includes only what its line allows ({wrong[:5]})")
+# The reports package stays readable: no function over 100 lines, and its modules import each
+# other as a package (no sys.path edits).
+import ast  # noqa: E402
+long_functions, path_edits = [], []
+for f in files:
+    if f.startswith("reports/") and f.endswith(".py"):
+        text = open(os.path.join(source, f)).read()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 100:
+                long_functions.append(f"{f}: {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+        if "sys.path.insert" in text:
+            path_edits.append(f)
+check(not long_functions, f"no function of the reports package is over 100 lines ({long_functions[:5]})")
+check(not path_edits, f"the reports package's modules edit no sys.path ({path_edits[:5]})")
 print(f"{len(failures)} failed" if failures else "every check passed")
 sys.exit(1 if failures else 0)

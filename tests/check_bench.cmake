@@ -75,7 +75,7 @@ endforeach()
 if(NOT last_out MATCHES "two-means kernel in cache \\(the first [0-9]+ values")
   message(FATAL_ERROR "a2sgd-bench printed no in-cache two-means rate")
 endif()
-# GCC and Clang builds measure the core clock (apps/bench/CoreClock.hpp): one core_clock row per
+# GCC and Clang builds measure the core clock (benchmarks/bench/CoreClock.hpp): one core_clock row per
 # size with the time of its chain of adds, and a clock between 0.05 and 20 GHz, outside which a
 # chain the compiler had folded (far faster) or a wrong unit would fall.
 if(COMPILER_ID MATCHES "GNU|Clang")
@@ -125,14 +125,14 @@ expect(0 "usage: mpiexec -n P a2sgd-bench" --help)
 if(PYTHON)
   execute_process(COMMAND ${PYTHON} -c "import matplotlib" RESULT_VARIABLE has_mpl OUTPUT_QUIET ERROR_QUIET)
   if(has_mpl EQUAL 0)
-    execute_process(COMMAND ${PYTHON} ${PLOT} ${work}/bench.csv --out ${work}/plots
+    execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${REPORTS_ROOT} ${PYTHON} -m reports bench ${work}/bench.csv --out ${work}/plots
                     OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
     file(GLOB pngs ${work}/plots/*.png)
     list(LENGTH pngs count)
     if(NOT rc EQUAL 0 OR NOT count EQUAL 4)  # 2 sizes x 2 links
       message(FATAL_ERROR "plot_bench.py: exit ${rc}, ${count} PNG files (expected 4)\n${out}${err}")
     endif()
-    execute_process(COMMAND ${PYTHON} ${PLOT} ${work}/plots/none.csv RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+    execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${REPORTS_ROOT} ${PYTHON} -m reports bench ${work}/plots/none.csv RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
     if(rc EQUAL 0)
       message(FATAL_ERROR "plot_bench.py accepted a missing CSV")
     endif()

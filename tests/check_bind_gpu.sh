@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# scripts/slurm/bind-gpu.sh picks the Kokkos device id a GPU job's task must use.
+# scripts/studies/slurm/bind-gpu.sh picks the Kokkos device id a GPU job's task must use.
 #   check_bind_gpu.sh <a2sgd source>
 set -uo pipefail
-bind="$1/scripts/slurm/bind-gpu.sh"
+bind="$1/scripts/studies/slurm/bind-gpu.sh"
 status=0
 expect() {  # expect <wanted device id> <environment assignments...>
   local want="$1" got

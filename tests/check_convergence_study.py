@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/convergence_study.sh and scripts/convergence_report.py (docs/convergence.md) on a stand-in
+"""scripts/studies/convergence_study.sh and reports/convergence_report.py (docs/convergence.md) on a stand-in
 a2sgd-train and made-up metrics:
 
 - the study turns a configuration name into the a2sgd-train options it stands for (every A2SGD
@@ -26,7 +26,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scriptcheck import check, executable, finish, option, recorded_calls, standin_launcher  # noqa: E402
 
-scripts, work = sys.argv[1], sys.argv[2]
+root, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+studies = os.path.join(root, "scripts", "studies")
+# python3 -m reports, here and in the drivers these tests start, finds the package at the source root.
+os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 
@@ -53,7 +56,7 @@ env = standin_launcher(work, calls)
 
 
 def study(*args):
-    return subprocess.run(["bash", os.path.join(scripts, "convergence_study.sh"), "--build",
+    return subprocess.run(["bash", os.path.join(studies, "convergence_study.sh"), "--build",
                            os.path.join(work, "build"), "--out", os.path.join(work, "study"), "--no-report", *args],
                           capture_output=True, text=True, env=env)
 
@@ -194,7 +197,7 @@ metrics(os.path.join(rep_dir, "lstm_p4_sgd", "a2sgd-short.jsonl"), [250, 210], d
 
 
 def report(*args):
-    return subprocess.run([sys.executable, os.path.join(scripts, "convergence_report.py"), rep_dir, "--no-plots",
+    return subprocess.run([sys.executable, "-m", "reports", "convergence", rep_dir, "--no-plots",
                            "--dense", "lstm_p4_sgd=" + os.path.join(group, "dense.jsonl"), *args],
                           capture_output=True, text=True)
 
@@ -255,7 +258,7 @@ if out.returncode == 0:
 else:
     check(False, f"report with two dense runs: exit 0 (got {out.returncode}: {out.stderr.strip()})")
 
-out = subprocess.run([sys.executable, os.path.join(scripts, "convergence_report.py"), rep_dir,
+out = subprocess.run([sys.executable, "-m", "reports", "convergence", rep_dir,
                       "--dense", "lstm_p4_sgd=nope"], capture_output=True, text=True)
 check(out.returncode != 0 and "--dense" in out.stderr, f"--dense naming no file: refused ({out.stderr.strip()})")
 # --checkpoint-every: a run stopped after its checkpoint at step 100 continues from it; the record it

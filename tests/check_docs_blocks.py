@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The generated blocks of README.md and docs/*.md against the committed runs (scripts/docs_blocks.py):
+"""The generated blocks of README.md and docs/*.md against the committed runs (reports/docs_blocks.py):
 
 - the committed documents regenerate unchanged into the build tree (the check itself);
 - the check can fail: in a copy of the documents, a figure edited by hand inside a block (a table of
@@ -20,13 +20,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scriptcheck import check, finish  # noqa: E402
 
 source, work = os.path.abspath(sys.argv[1]), sys.argv[2]
-script = os.path.join(source, "scripts", "docs_blocks.py")
+# python3 -m reports docs: the package at the source root, whichever tree it checks.
+os.environ["PYTHONPATH"] = source + os.pathsep + os.environ.get("PYTHONPATH", "")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 
 
 def run(root, *args):
-    return subprocess.run([sys.executable, script, root, *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "reports", "docs", root, *args], capture_output=True, text=True)
 
 
 try:
@@ -105,9 +106,9 @@ if plots:
     check(r.returncode == 1 and "shows docs/results/paper/ppl_sgd_1gbps.png" in r.stdout,
           "a plot a document shows that its data does not redraw fails")
 
-# block network-links-check on made-up runs (scripts/cluster/links_check.sh's runs.csv)
-sys.path.insert(0, os.path.join(source, "scripts"))
-import docs_blocks  # noqa: E402
+# block network-links-check on made-up runs (scripts/studies/cluster/links_check.sh's runs.csv)
+sys.path.insert(0, source)
+from reports import docs_blocks  # noqa: E402
 fake = os.path.join(work, "fake")
 os.makedirs(os.path.join(fake, docs_blocks.LINKS_CHECK))
 with open(os.path.join(fake, docs_blocks.LINKS_CHECK, "runs.csv"), "w") as fh:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/lr_sweep.sh and scripts/lr_sweep_report.py (docs/tuning.md) on a stand-in a2sgd-train:
+"""scripts/studies/lr_sweep.sh and reports/lr_sweep_report.py (docs/tuning.md) on a stand-in a2sgd-train:
 
 - the sweep runs every method x optimizer x rate once, with exactly that method, optimizer and rate
   (momentum with --momentum 0.9), into OUT/<model>_p<ranks>_<optimizer>/<method>_lr<rate>/, keeps
@@ -21,7 +21,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scriptcheck import check, executable, finish, option, recorded_calls, standin_launcher  # noqa: E402
 
-scripts, work = sys.argv[1], sys.argv[2]
+root, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+studies = os.path.join(root, "scripts", "studies")
+# python3 -m reports, here and in the drivers these tests start, finds the package at the source root.
+os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 
@@ -68,7 +71,7 @@ out = os.path.join(work, "sweep")
 
 
 def sweep(*args):
-    return subprocess.run(["bash", os.path.join(scripts, "lr_sweep.sh"), "--build", os.path.join(work, "build"),
+    return subprocess.run(["bash", os.path.join(studies, "lr_sweep.sh"), "--build", os.path.join(work, "build"),
                            "--out", out, *args], capture_output=True, text=True, env=env)
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two emulated nodes joined by links shaped to a known rate (scripts/cluster/a2sgd-cluster): a2sgd-train
+# Two emulated nodes joined by links shaped to a known rate (scripts/studies/cluster/a2sgd-cluster): a2sgd-train
 # with dense exchange and with A2SGD across them, on synthetic data. Checks that
 #  - the gradient traffic crossed the links: the nodes' veth byte counters grow by the bytes
 #    a2sgd-train reports handing to MPI (dense minus A2SGD, to leave out what both runs send
@@ -19,7 +19,7 @@
 #    default, the ring forced for all-reduce and all-gather with --collectives ring (docs/network.md,
 #    "Which collective algorithm"), any other choice refused with exit 2;
 #  - `losses` reports, per node, tbf's drops and the TCP stack's retransmissions and timeouts;
-#  - scripts/cluster/links_check.sh (docs/network.md, "Connections") refuses bad options with exit 2
+#  - scripts/studies/cluster/links_check.sh (docs/network.md, "Connections") refuses bad options with exit 2
 #    before it makes a cluster, and one round of one method writes its runs.csv row (exit 0) and
 #    its summary;
 #  - nothing the cluster made is left afterwards.
@@ -28,7 +28,7 @@
 # Usage: check_netcluster.sh SOURCE_DIR WORK_DIR A2SGD_TRAIN
 set -uo pipefail
 src=$1 work=$2 train=$3
-cluster=$src/scripts/cluster/a2sgd-cluster
+cluster=$src/scripts/studies/cluster/a2sgd-cluster
 name=ci$(( $$ % 100000 ))
 rate_mbit=200
 export A2SGD_CLUSTER_RUNDIR=$work/run
@@ -133,7 +133,7 @@ left=$(ip netns list | grep -c "a2sgd-$name-" || true)
 [[ ! -e $A2SGD_CLUSTER_RUNDIR/$name ]] || fail "the cluster's run directory is left after down"
 
 # links_check.sh: bad options refused before anything is made; one tiny round on synthetic data.
-links=$src/scripts/cluster/links_check.sh
+links=$src/scripts/studies/cluster/links_check.sh
 build=$(cd "$(dirname "$train")/../.." && pwd)
 for bad in "--links 0" "--rounds x" "--nodes 1" "--timeout 0"; do
   # shellcheck disable=SC2086

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/network_model_report.py on made-up a2sgd-netbench CSVs: the summary row per file (the
+"""reports/network_model_report.py on made-up a2sgd-netbench CSVs: the summary row per file (the
 link fit, the largest error from 64 kB on, measured / modelled milliseconds, the loss counters
 summed over the nodes), the rows' order (node count, slow to unshaped, Open MPI's, ring, put), the
 collective-algorithm tables (the model from the ring run, both measurements, every forced all-reduce
@@ -16,11 +16,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scriptcheck import check, finish  # noqa: E402
 
-scripts, work = sys.argv[1], sys.argv[2]
+root, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+studies = os.path.join(root, "scripts", "studies")
+# python3 -m reports, here and in the drivers these tests start, finds the package at the source root.
+os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
-sys.path.insert(0, scripts)
-import network_model_report as nmr  # noqa: E402
+sys.path.insert(0, root)
+from reports import network_model_report as nmr  # noqa: E402
 
 HEADER = "label,ranks,op,bytes,repeats,median_s,min_s,predicted_s,alpha_s,bytes_per_s,full_duplex\n"
 MB = 1 << 20
@@ -94,7 +97,7 @@ check(row8 == f"| 100mbit | 8 MB | 3,600.0 | 1,200.0 | {1.25 * 8 * MB / 12e6 * 1
       f"8 MB: each algorithm's median, then Open MPI's choice from the study's run (got {row8})")
 check(nmr.collectives_tables(results, 2) == [], "2 nodes without a ring run or forced algorithms: no table")
 
-out = subprocess.run([sys.executable, os.path.join(scripts, "network_model_report.py"), d], capture_output=True, text=True)
+out = subprocess.run([sys.executable, "-m", "reports", "network-model", d], capture_output=True, text=True)
 check(out.returncode == 0, f"the report runs (exit {out.returncode}: {out.stderr.strip()[-300:]})")
 md = open(os.path.join(d, "model_report.md")).read() if out.returncode == 0 else ""
 check("## Summary" in md and "## Collective algorithms, 4 nodes" in md, "model_report.md has the summary and the algorithms")
@@ -102,7 +105,7 @@ check("## Summary" in md and "## Collective algorithms, 4 nodes" in md, "model_r
 bad = os.path.join(work, "badname")
 os.makedirs(bad)
 netbench(os.path.join(bad, "netbench_pX_fast.csv"), "fast", 2, collectives(1.0))
-out = subprocess.run([sys.executable, os.path.join(scripts, "network_model_report.py"), bad], capture_output=True, text=True)
+out = subprocess.run([sys.executable, "-m", "reports", "network-model", bad], capture_output=True, text=True)
 check(out.returncode != 0 and "netbench_pX_fast.csv" in out.stderr and "Traceback" not in out.stderr,
       f"a file name network_study.sh does not write: an error naming it (got {out.returncode}: {out.stderr.strip()})")
 
@@ -111,12 +114,12 @@ os.makedirs(badloss)
 netbench(os.path.join(badloss, "netbench_p2_1gbit_links1.csv"), "1gbit", 2, collectives(1.0))
 with open(os.path.join(badloss, "netbench_p2_1gbit_links1.losses"), "w") as fh:
     fh.write("a2sgd-cluster: error: no cluster 'study' is up\n")
-out = subprocess.run([sys.executable, os.path.join(scripts, "network_model_report.py"), badloss], capture_output=True, text=True)
+out = subprocess.run([sys.executable, "-m", "reports", "network-model", badloss], capture_output=True, text=True)
 check(out.returncode != 0 and "netbench_p2_1gbit_links1.losses" in out.stderr and "Traceback" not in out.stderr,
       f"a loss file that is not the counters: an error naming it (got {out.returncode}: {out.stderr.strip()})")
 
 empty = os.path.join(work, "empty")
 os.makedirs(empty)
-out = subprocess.run([sys.executable, os.path.join(scripts, "network_model_report.py"), empty], capture_output=True, text=True)
+out = subprocess.run([sys.executable, "-m", "reports", "network-model", empty], capture_output=True, text=True)
 check(out.returncode != 0 and "no netbench_p*.csv" in out.stderr, f"an empty directory: an error (got {out.stderr.strip()})")
 finish()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/plot_network_steps.py on made-up timed runs: the rate of each point (a tc rate as such,
+"""reports/plot_network_steps.py on made-up timed runs: the rate of each point (a tc rate as such,
 the unshaped one at the bandwidth fitted to it), the milliseconds in the tables, one figure per
 node count with two rates or more and none with one, and a clear error for an empty directory.
 
@@ -14,11 +14,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scriptcheck import check, finish  # noqa: E402
 
-scripts, work = sys.argv[1], sys.argv[2]
+root, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+studies = os.path.join(root, "scripts", "studies")
+# python3 -m reports, here and in the drivers these tests start, finds the package at the source root.
+os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
-sys.path.insert(0, scripts)
-from network_model_report import rate_gbps  # noqa: E402
+sys.path.insert(0, root)
+from reports.network_model_report import rate_gbps  # noqa: E402
 
 
 check(rate_gbps("100mbit", 7.0) == 0.1 and rate_gbps("1gbit", 7.0) == 1.0 and rate_gbps("none", 7.0) == 7.0,
@@ -37,7 +40,7 @@ report(os.path.join(work, "network-1gbit-p2"), "0.956:19.0", 0.3, 0.24)
 report(os.path.join(work, "network-none-p2"), "11.8:23.4", 0.26, 0.24)
 report(os.path.join(work, "network-100mbit-p4"), "0.0956:40.0", 1.5, 0.5)
 
-out = subprocess.run([sys.executable, os.path.join(scripts, "plot_network_steps.py"), work, "--title", "test"],
+out = subprocess.run([sys.executable, "-m", "reports", "network-steps", work, "--title", "test"],
                      capture_output=True, text=True)
 print(out.stdout + out.stderr)
 check(out.returncode == 0, f"exit code 0 (got {out.returncode})")
@@ -56,7 +59,7 @@ check(not os.path.exists(os.path.join(work, "step_vs_rate_p4_sgd.png")), "no fig
 
 empty = os.path.join(work, "empty")
 os.makedirs(empty)
-out = subprocess.run([sys.executable, os.path.join(scripts, "plot_network_steps.py"), empty],
+out = subprocess.run([sys.executable, "-m", "reports", "network-steps", empty],
                      capture_output=True, text=True)
 check(out.returncode != 0 and "no network-<rate>-p<N>/report.json" in out.stderr,
       f"an empty directory: non-zero exit naming what is missing (got {out.returncode}: {out.stderr.strip()})")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/network_report.py on made-up runs: the time to the target is the full run's steps to it
+"""reports/network_report.py on made-up runs: the time to the target is the full run's steps to it
 (interpolated on log perplexity) times the step time measured over the network, the ratios follow
 from those times, and a full run at another rank count than its timed run is refused with exit 1
 and a message naming both counts (its steps to a target would not apply); a stated target written
@@ -18,7 +18,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scriptcheck import check, finish  # noqa: E402
 
-scripts, work = sys.argv[1], sys.argv[2]
+root, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+studies = os.path.join(root, "scripts", "studies")
+# python3 -m reports, here and in the drivers these tests start, finds the package at the source root.
+os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
 shutil.rmtree(work, ignore_errors=True)
 
 
@@ -41,7 +44,7 @@ def timed_run(path, step_s, comm_s, ranks):
 
 
 def report(full, net):
-    return subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), full, net],
+    return subprocess.run([sys.executable, "-m", "reports", "network", full, net],
                           capture_output=True, text=True)
 
 
@@ -74,7 +77,7 @@ if out.returncode == 0:
 # report written above stays as it was.
 if out.returncode == 0:
     before = open(os.path.join(net, "report.json")).read()
-    stated = subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), full, net,
+    stated = subprocess.run([sys.executable, "-m", "reports", "network", full, net,
                              "--target", "sgd=121", "--report", "stated"], capture_output=True, text=True)
     check(stated.returncode == 0,
           f"--target sgd=121 --report stated: exit 0 (got {stated.returncode}: {stated.stderr.strip()})")
@@ -87,15 +90,15 @@ if out.returncode == 0:
               f"{rep['runs']['dense']['steps_to_target']}, {rep['runs']['a2sgd']['steps_to_target']})")
         check(os.path.exists(os.path.join(net, "stated.md")), "stated.md written")
     check(open(os.path.join(net, "report.json")).read() == before, "report.json left as it was")
-    bad = subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), full, net,
+    bad = subprocess.run([sys.executable, "-m", "reports", "network", full, net,
                           "--report", "../escape"], capture_output=True, text=True)
     check(bad.returncode != 0 and "--report" in bad.stderr and not os.path.exists(os.path.join(work, "escape.json")),
           f"--report with a path is refused (got {bad.returncode}: {bad.stderr.strip()})")
 
 # docs_blocks.py's network-lstm-p2 block from the same runs laid out as the results tree holds them:
 # the time to the target and the ratio as the report has them, headings turned into bold lines.
-sys.path.insert(0, scripts)
-import docs_blocks  # noqa: E402
+sys.path.insert(0, root)
+from reports import docs_blocks  # noqa: E402
 tree = os.path.join(work, "tree")
 full_p2, net_p2 = docs_blocks.NETWORK_BLOCKS["network-lstm-p2"]
 for name in ("dense_sgd", "a2sgd_sgd"):
@@ -109,7 +112,7 @@ check(re.search(r"\*\*sgd: target validation perplexity 110 \(dense's final afte
 check("| a2sgd_sgd | 250 | 500.0 (10.0) |" in block and "| 125 s |" in block and "| 600 s |" in block,
       "the block has A2SGD's 250 steps, 0.5 s step and 125 s to the target, dense's 600 s")
 check("| a2sgd : dense | 4.80x |" in block, "and the ratio 600 / 125 = 4.80x")
-check(block.rstrip().endswith(f"from `{net_p2}/` (`scripts/network_report.py {full_p2} {net_p2}`: steps to the "
+check(block.rstrip().endswith(f"from `{net_p2}/` (`python3 -m reports network {full_p2} {net_p2}`: steps to the "
                               "target from the full runs x the step timed over the network)._"),
       "the block ends with its source line naming the timed runs' folder")
 
@@ -128,7 +131,7 @@ for name, step_s, comm_s in (("dense_sgd", 2.0, 1.5), ("a2sgd_sgd", 0.5, 0.01), 
     timed_run(os.path.join(net3, name + ".jsonl"), step_s, comm_s, 4)
 mapping = ["--full-run", "dense_sgd=p4_sgd/dense-lr40.jsonl", "--full-run", "a2sgd_sgd=p4_sgd/a2sgd-layer-k200",
            "--full-run", "powersgd_sgd=../paper/powersgd_sgd.jsonl"]
-out = subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), study, net3] + mapping,
+out = subprocess.run([sys.executable, "-m", "reports", "network", study, net3] + mapping,
                      capture_output=True, text=True)
 check(out.returncode == 0, f"--full-run: exit 0 (got {out.returncode}: {out.stderr.strip()})")
 if out.returncode == 0:
@@ -152,7 +155,7 @@ if out.returncode == 0:
 for extra, expect in ((["--full-run", "qsgd_sgd=p4_sgd/qsgd-lr30.jsonl"], "no such run"),
                       (["--full-run", "topk_sgd=p4_sgd/dense-lr40.jsonl"], "has not timed: topk_sgd"),
                       (["--full-run", "dense_sgd"], "RUN=PATH expected")):
-    bad = subprocess.run([sys.executable, os.path.join(scripts, "network_report.py"), study, net3] + extra,
+    bad = subprocess.run([sys.executable, "-m", "reports", "network", study, net3] + extra,
                          capture_output=True, text=True)
     check(bad.returncode == 1 and expect in bad.stderr,
           f"{' '.join(extra)}: exit 1 saying '{expect}' (got {bad.returncode}: {bad.stderr.strip()})")

@@ -1,4 +1,4 @@
-# scripts/paper_experiment.sh's plumbing on a tiny budget (the full experiment is docs/results.md):
+# scripts/studies/paper_experiment.sh's plumbing on a tiny budget (the full experiment is docs/results.md):
 # every run of the script for 4 steps of a small LSTM at 2 ranks, then the report and the plots.
 # Checks that every run wrote its metrics with a summary, that the report covers both optimizers
 # with a target, the time-to-target table and the A2SGD : Top-K and A2SGD : QSGD ratios, and that

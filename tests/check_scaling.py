@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/scaling_projection.sh on a stand-in a2sgd-train and scripts/scaling_report.py on runs with
+"""scripts/studies/scaling_projection.sh on a stand-in a2sgd-train and reports/scaling_report.py on runs with
 known inputs (docs/scaling.md):
 
 - the projection script runs every method once on 2 ranks with the rank counts and links given,
@@ -27,11 +27,14 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scriptcheck import check, executable, finish, option, recorded_calls, standin_launcher  # noqa: E402
 
-scripts, work = sys.argv[1], sys.argv[2]
+root, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+studies = os.path.join(root, "scripts", "studies")
+# python3 -m reports, here and in the drivers these tests start, finds the package at the source root.
+os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
-sys.path.insert(0, scripts)
-import scaling_report  # noqa: E402
+sys.path.insert(0, root)
+from reports import scaling_report  # noqa: E402
 
 calls = os.path.join(work, "calls.txt")
 # A stand-in a2sgd-train: records its arguments, writes a summary and config.ini; qsgd fails with 5.
@@ -55,7 +58,7 @@ out = os.path.join(work, "projection")
 
 
 def project(*args):
-    return subprocess.run(["bash", os.path.join(scripts, "scaling_projection.sh"), "--build",
+    return subprocess.run(["bash", os.path.join(studies, "scaling_projection.sh"), "--build",
                            os.path.join(work, "build"), "--out", out, *args], capture_output=True, text=True, env=env)
 
 

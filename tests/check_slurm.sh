@@ -5,7 +5,7 @@
 #
 #   check_slurm.sh <a2sgd source> <work dir> <a2sgd-train> <a2sgd-checkpoint> <mpiexec> [mpiexec flags...]
 #
-# Needs root and slurm-wlm + munge installed (scripts/test.sh installs them when it runs as
+# Needs root and slurm-wlm + munge installed (scripts/dev/test.sh installs them when it runs as
 # root); otherwise it exits 77 (CTest: skipped) saying why. It writes its own slurm.conf for this
 # host (proctrack/linuxproc, task/none, this node's CPUs and memory), starts munged, slurmctld
 # and slurmd under <work dir>, and stops every daemon it started by PID when it ends, also on
@@ -129,7 +129,7 @@ if [[ "$(srun --mpi=list 2>&1)" == *pmix* ]]; then launcher="srun --mpi=pmix"; f
 # ---- the job: stopped mid-run by the time-limit warning, requeued, resumed ----
 cd "${work}/job" || fail "no ${work}/job"
 job="$(A2SGD_TRAIN="${train}" A2SGD_LAUNCHER="${launcher}" A2SGD_RUN_ROOT="${work}/runs" \
-  sbatch --parsable --ntasks=2 --time=10 "${source_dir}/scripts/slurm/cpu.sbatch" "${args[@]}")" \
+  sbatch --parsable --ntasks=2 --time=10 "${source_dir}/scripts/studies/slurm/cpu.sbatch" "${args[@]}")" \
   || fail "sbatch failed"
 echo "submitted job ${job} (launcher: ${launcher})"
 run="${work}/runs/${job}"
@@ -167,7 +167,7 @@ stop_step="$(grep -o '"event": "stopped", "step": [0-9]*' "${run}/metrics.jsonl"
 echo "job ${job}: stopped at step ${stop_step}, requeued, resumed; final checkpoint identical to the uninterrupted run's"
 
 # The collector's table of this run.
-table="$(python3 "${source_dir}/scripts/slurm/collect.py" "${work}/runs")" || fail "collect.py failed"
+table="$(python3 "${source_dir}/scripts/studies/slurm/collect.py" "${work}/runs")" || fail "collect.py failed"
 echo "${table}"
 echo "${table}" | grep -E "^\| ${job} \| finished \| a2sgd \| sgd \| 0.1 \| 2 \| 1500 \| 1 \|" > /dev/null \
   || fail "collect.py: no finished row with 1 restart for job ${job}"
@@ -175,7 +175,7 @@ echo "${table}" | grep -E "^\| ${job} \| finished \| a2sgd \| sgd \| 0.1 \| 2 \|
 # ---- a sweep as a job array (2 methods x 2 learning rates), tabulated by the collector ----
 sweep="$(A2SGD_TRAIN="${train}" A2SGD_LAUNCHER="${launcher}" A2SGD_RUN_ROOT="${work}/sweep" \
   A2SGD_SWEEP_METHODS="a2sgd topk" A2SGD_SWEEP_LRS="0.05 0.1" \
-  sbatch --parsable --array=0-3 --ntasks=2 --time=10 "${source_dir}/scripts/slurm/sweep.sbatch" \
+  sbatch --parsable --array=0-3 --ntasks=2 --time=10 "${source_dir}/scripts/studies/slurm/sweep.sbatch" \
   --dataset synthetic --synthetic-train 2000 --synthetic-test 500 --steps 60 --quiet)" || fail "sbatch of the sweep failed"
 sweep="${sweep%%;*}"
 for _ in $(seq 1200); do
@@ -183,7 +183,7 @@ for _ in $(seq 1200); do
   ((pending == 0)) && break
   sleep 0.25
 done
-table="$(python3 "${source_dir}/scripts/slurm/collect.py" "${work}/sweep" --csv "${work}/sweep.csv")" \
+table="$(python3 "${source_dir}/scripts/studies/slurm/collect.py" "${work}/sweep" --csv "${work}/sweep.csv")" \
   || fail "collect.py on the sweep failed"
 echo "${table}"
 for point in "a2sgd | sgd | 0.05" "a2sgd | sgd | 0.1" "topk | sgd | 0.05" "topk | sgd | 0.1"; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/slurm/scale.sh on a stand-in sbatch: one job per rank count with that many tasks, the
+"""scripts/studies/slurm/scale.sh on a stand-in sbatch: one job per rank count with that many tasks, the
 CPU or GPU job script, nodes and GPUs per node from --per-node, the a2sgd-train options passed on
 to every job unchanged; bad options refused with exit 2 before anything is submitted; a refused
 submission stops the script with sbatch's code and names what was submitted before it.
@@ -14,7 +14,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from scriptcheck import check, executable, finish  # noqa: E402
 
-scripts, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+root, work = os.path.abspath(sys.argv[1]), sys.argv[2]
+studies = os.path.join(root, "scripts", "studies")
+# python3 -m reports, here and in the drivers these tests start, finds the package at the source root.
+os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 calls = os.path.join(work, "calls.txt")
@@ -27,7 +30,7 @@ case "$*" in *--ntasks=16*) [ -n "$FAIL16" ] && exit 7 ;; esac
 echo "$((100 + n));cluster"
 """)
 env = dict(os.environ, SBATCH=sbatch)
-scale = os.path.join(scripts, "slurm", "scale.sh")
+scale = os.path.join(studies, "slurm", "scale.sh")
 
 
 def run(*args, **extra):
@@ -43,7 +46,7 @@ for bad in (["--ranks", "8 x"], ["--ranks", " "], ["--per-node", "0"], ["--nosuc
     check(r.returncode == 2 and "error" in r.stderr and not lines, f"{bad} refused with exit 2 before sbatch")
 
 r, lines = run("--ranks", "8 16 32", "--", "--model", "lstm", "--epochs", "9")
-cpu = os.path.join(scripts, "slurm", "cpu.sbatch")
+cpu = os.path.join(studies, "slurm", "cpu.sbatch")
 check(r.returncode == 0 and len(lines) == 3, f"three jobs submitted ({r.returncode}, {len(lines)})")
 for p, line in zip((8, 16, 32), lines):
     check(line == f"--parsable --ntasks={p} --job-name=a2sgd-p{p} {cpu} --model lstm --epochs 9",
@@ -51,7 +54,7 @@ for p, line in zip((8, 16, 32), lines):
 check("8 ranks: job 101 (runs/101/)" in r.stdout and "32 ranks: job 103" in r.stdout, f"job ids reported: {r.stdout}")
 
 r, lines = run("--ranks", "2 8", "--gpu", "--time", "02:00:00")
-gpu = os.path.join(scripts, "slurm", "gpu.sbatch")
+gpu = os.path.join(studies, "slurm", "gpu.sbatch")
 check(lines == [f"--parsable --ntasks=2 --job-name=a2sgd-p2 --nodes=1 --ntasks-per-node=2 --gpus-per-node=2 "
                 f"--time=02:00:00 {gpu}",
                 f"--parsable --ntasks=8 --job-name=a2sgd-p8 --nodes=2 --ntasks-per-node=4 --gpus-per-node=4 "

@@ -94,6 +94,7 @@ def run(rank, world, exchange, args, init, out):
     if rank == 0:
         with open(os.path.join(out, f"{exchange}.json"), "w") as f:
             json.dump(result, f, indent=1)
+    del model  # DDP before its process group (torch 1.13 can hang freeing it after)
     dist.destroy_process_group()
 
 

@@ -112,6 +112,7 @@ def run_one(rank, world, run, args, init, out):
     if rank == 0:
         with open(os.path.join(out, f"{run}_m{args.momentum:g}.json"), "w") as f:
             json.dump(result, f, indent=1)
+    del model  # DDP before its process group (torch 1.13 can hang freeing it after)
     dist.destroy_process_group()
 
 

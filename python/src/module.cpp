@@ -88,7 +88,8 @@ enum class Where { kernels, host };
 // since no torch headers are linked: the attributes every torch.Tensor has.
 template <class T>
 T* tensor_data(py::handle t, const char* what, const char* dtype, Index n, Where where = Where::kernels) {
-  static const py::object tensor_type = py::module_::import("torch").attr("Tensor");
+  // A handle that is never released: a static py::object would be destroyed after the interpreter.
+  static const py::handle tensor_type = py::object(py::module_::import("torch").attr("Tensor")).release();
   // TypeError for what the tensor is (its type, dtype, device), ValueError for its shape, as torch.
   const std::string name = "a2sgd: " + std::string(what) + " ";
   const auto type_error = [&](const std::string& why) { throw py::type_error(name + why); };

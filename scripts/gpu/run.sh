@@ -167,7 +167,7 @@ do_train() {
 do_bench() {
   local sizes=16M,64M
   [[ $quick -eq 1 ]] && sizes=1M
-  mpiexec -np 1 "$build/apps/bench/a2sgd-bench" --sizes $sizes --methods all --repeats 5 --no-sort \
+  mpiexec -np 1 "$build/benchmarks/bench/a2sgd-bench" --sizes $sizes --methods all --repeats 5 --no-sort \
     --csv "$out/bench.csv"
 }
 

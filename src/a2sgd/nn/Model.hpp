@@ -3,7 +3,7 @@
 /// What a2sgd's training loop needs from a model: its tensors (registered in a ParameterStore at
 /// construction), a seeded initialisation, forward+backward on a batch, evaluation, and the
 /// per-rank state that must survive a checkpoint. Mlp and LstmLanguageModel implement it; a user's
-/// model does too (apps/example/custom_model.cpp).
+/// model does too (examples/cpp/custom_model.cpp).
 
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/nn/SoftmaxCrossEntropy.hpp>

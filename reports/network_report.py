@@ -1,0 +1,240 @@
+"""Time to a target over an emulated network: full runs on one node x step times measured across nodes.
+
+Reads the full training runs in FULL (FULL/<run>.jsonl or FULL/<run>/metrics.jsonl: steps to the
+target; or, with --full-run RUN=PATH, the run at PATH, relative to FULL: a timed run's full run from
+a study whose runs are named otherwise, such as scripts/studies/convergence_study.sh's) and the timed runs
+across emulated nodes in NET (NET/<run>.jsonl, from scripts/studies/cluster/timing.sh, with the same
+options and rank count: a full run whose world size differs from its timed run's is refused with
+exit 1), and writes NET/report.md and NET/report.json (docs/network.md; with --report NAME,
+NET/NAME.md and NET/NAME.json, so that a report against a stated --target sits next to the
+default one):
+
+- target: lstm, dense's final validation perplexity x 1.1 of the averaged model (per optimizer:
+  runs are named <method>_<optimizer>); mlp, dense's final test accuracy - 0.01; or --target;
+- steps to target: from the full run (paper_report.steps_to_target: log-perplexity interpolation
+  between evaluations; accuracy linearly);
+- measured: steps to target x the step time measured over the network (step_time_s of the timed
+  run: compute, compression, communication and update of every step, evaluations excluded);
+- modelled: steps to target x (the timed run's compute + compression + update + the alpha-beta
+  communication time on the link fitted to the same network, modelled_comm_s_per_step);
+- ratio A : B = time(B) / time(A): how many times faster run A reaches the target.
+"""
+import argparse
+import json
+import os
+import sys
+
+from .runs import load_run
+from .tables import fmt
+from .targets import steps_to_accuracy, steps_to_target
+
+PAPER_RATIOS = {"topk": 3.2, "qsgd": 23.2}
+
+
+def find_full(full, name):
+    for path in (os.path.join(full, name + ".jsonl"), os.path.join(full, name, "metrics.jsonl")):
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def split_name(name):
+    method, _, optimizer = name.rpartition("_")
+    return (method, optimizer) if method else (name, "default")
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("full", help="directory of the full runs on one node")
+    ap.add_argument("net", help="directory of the runs timed across emulated nodes")
+    ap.add_argument("--model", choices=("lstm", "mlp"), default=None, help="default: from the runs")
+    ap.add_argument("--target", action="append", default=[],
+                    help="X for every optimizer or OPTIMIZER=X (repeatable); default: from dense's final")
+    ap.add_argument("--full-run", action="append", default=[], metavar="RUN=PATH",
+                    help="the full run of timed run RUN is FULL/PATH (a .jsonl or a run folder with metrics.jsonl; "
+                         "repeatable)")
+    ap.add_argument("--report", default="report", metavar="NAME",
+                    help="write NET/NAME.md and NET/NAME.json (default: report)")
+    args = ap.parse_args()
+    if not args.report or os.sep in args.report or args.report.startswith("."):
+        sys.exit(f"network_report.py: error: --report {args.report!r}: a plain file name is expected")
+    args.stated = {}
+    for t in args.target:
+        key, _, value = t.rpartition("=")
+        try:
+            args.stated[key or "*"] = float(value)
+        except ValueError:
+            sys.exit(f"network_report.py: error: --target {t}: not a number")
+    args.full_runs = parse_full_runs(args.full_run)
+    return args
+
+
+def parse_full_runs(items):
+    """{run: path relative to FULL} of --full-run RUN=PATH, or exit 1 naming a malformed one."""
+    runs = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            sys.exit(f"network_report.py: error: --full-run {item!r}: RUN=PATH expected")
+        if name in runs:
+            sys.exit(f"network_report.py: error: --full-run {name}: given twice")
+        runs[name] = path
+    return runs
+
+
+def load_groups(args):
+    """{optimizer: {method: dict(net=summary of the timed run, full=the full run or None, name)}}."""
+    names = sorted(n[:-6] for n in os.listdir(args.net) if n.endswith(".jsonl"))
+    if not names:
+        sys.exit(f"network_report.py: error: no timed runs (*.jsonl) in {args.net}")
+    groups = {}
+    for name in names:
+        method, optimizer = split_name(name)
+        _, net_summary, _, _ = load_run(os.path.join(args.net, name + ".jsonl"))
+        if name in args.full_runs:
+            # A stated full run that is not there is an error, not "no full run": the table would
+            # silently lose the run's time to the target.
+            path = os.path.join(args.full, args.full_runs[name])
+            if os.path.isdir(path):
+                path = os.path.join(path, "metrics.jsonl")
+            if not os.path.isfile(path):
+                sys.exit(f"network_report.py: error: --full-run {name}={args.full_runs[name]}: no such run ({path})")
+        else:
+            path = find_full(args.full, name)
+        full = load_run(path) if path else None
+        # Steps to a target depend on the rank count (each step averages that many batches), so a
+        # full run of another world size would give the timed run a wrong number of steps.
+        full_ranks = full[1].get("world_size") if full and full[1] else None
+        net_ranks = net_summary.get("world_size") if net_summary else None
+        if full_ranks is not None and net_ranks is not None and full_ranks != net_ranks:
+            sys.exit(f"network_report.py: error: {name}: the full run {path} has {full_ranks} ranks, the timed "
+                     f"run {net_ranks}; steps to the target come from a full run at the timed run's rank count")
+        groups.setdefault(optimizer, {})[method] = dict(net=net_summary, full=full, name=name)
+    return groups
+
+
+def choose_target(args, optimizer, runs, model, key):
+    """The target and the rule that gave it, or (None, None) without a stated one or a dense run."""
+    target = args.stated.get(optimizer, args.stated.get("*"))
+    if target is not None:
+        return target, "stated"
+    dense = runs.get("dense", {}).get("full")
+    if dense and dense[0]:
+        final, steps = dense[0][-1][key], dense[0][-1]["step"]
+        # The steps say which dense run set it: the experiments' horizons differ (docs/results.md).
+        return ((1.1 * final, f"dense's final after its {steps:,} steps x 1.1") if model == "lstm"
+                else (final - 0.01, f"dense's final after its {steps:,} steps - 0.01"))
+    return None, None
+
+
+def method_row(r, reach, key, target):
+    """One run's step times over the network, steps to the target and times to it."""
+    s = r["net"]
+    row = dict(run=r["name"])
+    steps = reach(r["full"][0], key, target) if r["full"] else None
+    row["steps_to_target"] = steps
+    row["full_run"] = r["full"] is not None
+    if s:
+        other = s["compute_s_per_step"] + s["compress_s_per_step"] + s["optimizer_s_per_step"]
+        row.update(step_s=s["step_time_s"], comm_s=s["comm_s_per_step"], other_s=other,
+                   bytes_per_step=s["bytes_per_step"], ranks=s["world_size"],
+                   modelled_comm_s=s.get("modelled_comm_s_per_step"))
+        if row["modelled_comm_s"] is not None:
+            row["modelled_step_s"] = other + row["modelled_comm_s"]
+        if steps is not None:
+            row["measured_s"] = steps * s["step_time_s"]
+            if "modelled_step_s" in row:
+                row["modelled_s"] = steps * row["modelled_step_s"]
+    return row
+
+
+def ratios_of(rows):
+    """Every A2SGD run against dense, Top-K, QSGD and PowerSGD (where timed): how many times faster to
+    the target."""
+    ratios = {}
+    for a in sorted(m for m in rows if m.startswith("a2sgd")):
+        for b in ("dense", "topk", "qsgd", "powersgd"):
+            if b not in rows:
+                continue
+            entry = {}
+            for kind in ("measured_s", "modelled_s"):
+                ta, tb = rows[a].get(kind), rows[b].get(kind)
+                entry[kind] = tb / ta if ta and tb else None
+            entry["no_full_run"] = [m for m in (a, b) if not rows[m]["full_run"]]
+            entry["unreached"] = [m for m in (a, b) if rows[m].get("steps_to_target") is None
+                                  and m not in entry["no_full_run"]]
+            ratios[f"{a}:{b}"] = entry
+    return ratios
+
+
+def group_markdown(optimizer, model, target, rule, rows, ratios):
+    unit = "validation perplexity" if model == "lstm" else "test accuracy"
+    md = [f"## {optimizer}: target {unit} {target:.4g} ({rule})", "",
+          "| run | steps to target (full run) | ms per step over the network (comm) | modelled ms per step "
+          "(comm) | bytes per step | time to target, measured | modelled |", "|---|---|---|---|---|---|---|"]
+    for method in sorted(rows, key=lambda m: (m != "dense", m)):
+        r = rows[method]
+        st = "no full run" if not r["full_run"] else fmt(r["steps_to_target"], ".0f") if r[
+            "steps_to_target"] is not None else "not reached"
+        md.append(f"| {r['run']} | {st} | {fmt(1e3 * r['step_s'] if 'step_s' in r else None, '.1f')} "
+                  f"({fmt(1e3 * r['comm_s'] if 'comm_s' in r else None, '.1f')}) | "
+                  f"{fmt(1e3 * r['modelled_step_s'] if 'modelled_step_s' in r else None, '.1f')} "
+                  f"({fmt(1e3 * r['modelled_comm_s'] if r.get('modelled_comm_s') is not None else None, '.1f')}) | "
+                  f"{fmt(r.get('bytes_per_step'), ',.0f')} | {fmt(r.get('measured_s'), '.0f')} s | "
+                  f"{fmt(r.get('modelled_s'), '.0f')} s |")
+    md += ["", "| ratio (times faster to the target) | measured | modelled | the paper |", "|---|---|---|---|"]
+    for name, e in ratios.items():
+        a, b = name.split(":")
+        why = "; ".join(([f"no full run of {' and '.join(e['no_full_run'])}"] if e.get("no_full_run") else [])
+                        + ([f"not reached by {' and '.join(e['unreached'])}"] if e["unreached"] else [])) or "-"
+        md.append(f"| {a} : {b} | {why if e['measured_s'] is None else format(e['measured_s'], '.2f') + 'x'} | "
+                  f"{why if e['modelled_s'] is None else format(e['modelled_s'], '.2f') + 'x'} | "
+                  f"{str(PAPER_RATIOS[b]) + 'x' if b in PAPER_RATIOS else '-'} |")
+    md.append("")
+    return md
+
+
+def build_report(full, net, model=None, stated=None, full_runs=None):
+    """(Markdown lines, {optimizer: report}) of the full runs in FULL against the timed runs in NET;
+    full_runs: {timed run: its full run's path relative to FULL} (--full-run)."""
+    args = argparse.Namespace(full=full, net=net, model=model, stated=dict(stated or {}),
+                              full_runs=dict(full_runs or {}))
+    link_file = os.path.join(net, "link.txt")
+    link = open(link_file).read().strip() if os.path.exists(link_file) else "?"
+    groups = load_groups(args)
+    md = [f"# Time to target over the emulated network ({os.path.basename(os.path.normpath(net))})", "",
+          f"Link fitted by a2sgd-netbench: {link} (GBIT_PER_S:ALPHA_US[:half]).", ""]
+    out = {}
+    for optimizer, runs in sorted(groups.items()):
+        model = args.model or ("lstm" if any(r["net"] and "lstm" in r["net"].get("model", "") for r in runs.values())
+                               else "mlp")
+        key = "valid_perplexity_averaged" if model == "lstm" else "test_accuracy_averaged"
+        reach = steps_to_target if model == "lstm" else steps_to_accuracy
+        target, rule = choose_target(args, optimizer, runs, model, key)
+        if target is None:
+            print(f"network_report.py: warning: {optimizer}: no full dense run and no --target; skipped",
+                  file=sys.stderr)
+            continue
+        rows = {method: method_row(r, reach, key, target) for method, r in runs.items()}
+        ratios = ratios_of(rows)
+        out[optimizer] = dict(target=target, target_rule=rule, link=link, runs=rows, ratios=ratios)
+        md += group_markdown(optimizer, model, target, rule, rows, ratios)
+    return md, out
+
+
+def main():
+    args = parse_args()
+    unknown = sorted(set(args.full_runs) - {n[:-6] for n in os.listdir(args.net) if n.endswith(".jsonl")}) \
+        if os.path.isdir(args.net) else []
+    if unknown:
+        sys.exit(f"network_report.py: error: --full-run names runs that {args.net} has not timed: {', '.join(unknown)}")
+    md, out = build_report(args.full, args.net, args.model, args.stated, args.full_runs)
+    with open(os.path.join(args.net, args.report + ".json"), "w") as fh:
+        json.dump(out, fh, indent=1)
+    with open(os.path.join(args.net, args.report + ".md"), "w") as fh:
+        fh.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

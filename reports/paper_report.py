@@ -1,0 +1,182 @@
+"""Time to a target validation perplexity for the runs of scripts/studies/paper_experiment.sh.
+
+Reads DIR/<method>_<optimizer>.jsonl (a2sgd-train metrics) and writes DIR/report.md and
+DIR/report.json: per optimizer, every run's final validation perplexity, bytes per step, measured
+milliseconds per step (compute, compression, decode and update, communication), the steps and the
+time each run needs to reach the target, measured at the run's own rank count and modelled for
+p = 8, 32, 128 ranks at 10 and 100 Gb/s, and the ratios A2SGD : Top-K and A2SGD : QSGD.
+
+Definitions (docs/results.md):
+- the model scored is the averaged model (the one a2sgd-train's final checkpoint holds); rank 0's
+  replica is listed next to it;
+- target: dense's final validation perplexity x 1.1 for the same optimizer, or a stated --target;
+- steps to target: linear interpolation of log perplexity between the last evaluation above the
+  target and the first at or below it; "not reached" when no evaluation is at or below it;
+- measured time: steps x the run's measured seconds per step (step_time_s, evaluations excluded);
+- modelled time at p ranks and a link: steps x (compute + compression + decode/update + the
+  alpha-beta communication time of the method's collectives at p, from the summary record), the
+  decode/update time of allgather methods scaled by p / measured ranks (every rank decodes every
+  rank's payload);
+- ratio A2SGD : X = time(X) / time(A2SGD variant): how many times faster the A2SGD variant reaches
+  the target; undefined when either never reaches it.
+"""
+import argparse
+import json
+import os
+import sys
+
+from .runs import load_run
+from .tables import fmt
+from .targets import steps_to_target
+
+PROJECTIONS = [(p, g) for g in (10, 100) for p in (8, 32, 128)]
+
+
+def load_runs(directory):
+    """{optimizer: {method: run}} for every <method>_<optimizer>.jsonl in directory."""
+    runs = {}
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".jsonl") or "_" not in name:
+            continue
+        evals, summary, warnings, diverged = load_run(os.path.join(directory, name))
+        method, optimizer = name[:-len(".jsonl")].rsplit("_", 1)
+        runs.setdefault(optimizer, {})[method] = dict(evals=evals, summary=summary, warnings=warnings,
+                                                      diverged=diverged)
+    return runs
+
+
+def step_seconds(summary, p, gbps):
+    decode = summary["optimizer_s_per_step"]
+    if summary.get("decode_scales_with_ranks"):
+        decode *= p / summary["world_size"]
+    return (summary["compute_s_per_step"] + summary["compress_s_per_step"] + decode +
+            summary[f"modelled_comm_s_p{p}_{gbps}gbps"])
+
+
+def method_rows(group, target):
+    """Each run's final quality, steps to the target, step times and times to the target."""
+    rows = {}
+    for method in sorted(group):
+        r = group[method]
+        s, ev = r["summary"], r["evals"]
+        row = dict(method=method, warnings=r["warnings"], diverged=r["diverged"] is not None)
+        if ev:
+            row.update(final_valid_averaged=ev[-1]["valid_perplexity_averaged"],
+                       final_valid_replica=ev[-1]["valid_perplexity"],
+                       replica_divergence=ev[-1]["replica_divergence"], last_eval_step=ev[-1]["step"])
+        row["steps_to_target"] = steps_to_target(ev, "valid_perplexity_averaged", target)
+        row["steps_to_target_replica"] = steps_to_target(ev, "valid_perplexity", target)
+        if s:
+            row.update(ranks=s["world_size"], bytes_per_step=s["bytes_per_step"],
+                       step_ms=1e3 * s["step_time_s"], compute_ms=1e3 * s["compute_s_per_step"],
+                       compress_ms=1e3 * s["compress_s_per_step"], decode_ms=1e3 * s["optimizer_s_per_step"],
+                       comm_ms=1e3 * s["comm_s_per_step"])
+            n = row["steps_to_target"]
+            row["measured_s_to_target"] = None if n is None else n * s["step_time_s"]
+            row["modelled_s_to_target"] = {
+                f"p{p}_{g}gbps": (None if n is None else n * step_seconds(s, p, g)) for p, g in PROJECTIONS}
+            row["modelled_step_ms"] = {f"p{p}_{g}gbps": 1e3 * step_seconds(s, p, g) for p, g in PROJECTIONS}
+        rows[method] = row
+    return rows
+
+
+def ratios_of(rows):
+    """Every A2SGD run against Top-K and QSGD, measured and modelled."""
+    ratios = {}
+    for a in sorted(m for m in rows if m.startswith("a2sgd")):
+        for other in ("topk", "qsgd"):
+            if other not in rows:
+                continue
+            ra, ro = rows[a], rows[other]
+            entry = {"unreached": [m for m, rr in ((a, ra), (other, ro)) if rr.get("steps_to_target") is None]}
+            if ra.get("measured_s_to_target") and ro.get("measured_s_to_target"):
+                entry["measured"] = ro["measured_s_to_target"] / ra["measured_s_to_target"]
+            else:
+                entry["measured"] = None
+            for key in ra.get("modelled_s_to_target", {}):
+                ta, to = ra["modelled_s_to_target"][key], ro.get("modelled_s_to_target", {}).get(key)
+                entry[key] = to / ta if ta and to else None
+            ratios[f"{a}:{other}"] = entry
+    return ratios
+
+
+def group_markdown(optimizer, target, why, rows, ratios):
+    md = []
+    md += [f"## {optimizer.upper()}: target validation perplexity {target:.1f} ({why})", ""]
+    md += ["| run | final valid ppl, averaged / replica 0 | replica divergence | bytes per step | ms per step "
+           "(compute + compress + decode + comm) | steps to target, averaged / replica 0 | measured time to "
+           "target | modelled, p = 32, 10 Gb/s | p = 128, 10 Gb/s | p = 128, 100 Gb/s |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for method, r in rows.items():
+        note = " (diverged)" if r["diverged"] else (f" ({r['warnings']} divergence warnings)" if r["warnings"] else "")
+        ms = (f"{r['step_ms']:.1f} ({r['compute_ms']:.1f} + {r['compress_ms']:.1f} + {r['decode_ms']:.1f} + "
+              f"{r['comm_ms']:.1f})") if "step_ms" in r else "-"
+        reach = lambda v: "not reached" if v is None else f"{v:.0f}"
+        mod = r.get("modelled_s_to_target", {})
+        md.append(
+            f"| {method}{note} | {fmt(r.get('final_valid_averaged'), '.1f')} / {fmt(r.get('final_valid_replica'), '.1f')} "
+            f"| {fmt(r.get('replica_divergence'), '.3f')} | {fmt(r.get('bytes_per_step'), ',.0f')} | {ms} "
+            f"| {reach(r['steps_to_target'])} / {reach(r['steps_to_target_replica'])} "
+            f"| {fmt(r.get('measured_s_to_target'), '.0f')} s | {fmt(mod.get('p32_10gbps'), '.0f')} s "
+            f"| {fmt(mod.get('p128_10gbps'), '.0f')} s | {fmt(mod.get('p128_100gbps'), '.0f')} s |")
+    md += ["", "Time-to-target ratios (how many times faster the A2SGD variant reaches the target; "
+           "the paper reports 3.2x against Top-K and 23.2x against QSGD):", ""]
+    keys = ["measured"] + [f"p{p}_{g}gbps" for p, g in PROJECTIONS]
+    md += ["| ratio | measured | " + " | ".join(k.replace("_", ", ").replace("gbps", " Gb/s") for k in keys[1:]) + " |",
+           "|---" * (len(keys) + 1) + "|"]
+    for name, entry in ratios.items():
+        missing = "never reached by " + " and ".join(entry["unreached"]) if entry["unreached"] else "n/a"
+        md.append(f"| {name.replace(':', ' : ')} | " +
+                  " | ".join(missing if entry.get(k) is None else f"{entry[k]:.2f}x" for k in keys) + " |")
+    md.append("")
+    return md
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", help="directory of the runs' .jsonl metrics")
+    ap.add_argument("--target", action="append", default=[],
+                    help="target validation perplexity: X for every optimizer, or OPTIMIZER=X (repeatable); "
+                    "default: dense's final x 1.1")
+    ap.add_argument("--name", default="report", help="output files DIR/NAME.md and DIR/NAME.json")
+    args = ap.parse_args()
+    targets = {}
+    for t in args.target:
+        key, _, value = t.rpartition("=")
+        try:
+            targets[key or "*"] = float(value)
+        except ValueError:
+            sys.exit(f"paper_report.py: error: --target {t}: not a number")
+
+    runs = load_runs(args.dir)
+    if not runs:
+        sys.exit(f"paper_report.py: error: no <method>_<optimizer>.jsonl files in {args.dir}")
+
+    md = ["# LSTM language model on Penn Treebank: time to target", ""]
+    out = {}
+    for optimizer in sorted(runs):
+        group = runs[optimizer]
+        dense = group.get("dense")
+        stated = targets.get(optimizer, targets.get("*"))
+        if stated is not None:
+            target, why = stated, "stated"
+        elif dense and dense["evals"]:
+            target, why = 1.1 * dense["evals"][-1]["valid_perplexity_averaged"], "dense's final x 1.1"
+        else:
+            print(f"paper_report.py: warning: {optimizer}: no dense run and no --target; skipped", file=sys.stderr)
+            continue
+        rows = method_rows(group, target)
+        ratios = ratios_of(rows)
+        out[optimizer] = dict(target=target, target_rule=why, runs=rows, ratios=ratios)
+
+        md += group_markdown(optimizer, target, why, rows, ratios)
+
+    with open(os.path.join(args.dir, args.name + ".json"), "w") as f:
+        json.dump(out, f, indent=1)
+    with open(os.path.join(args.dir, args.name + ".md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()

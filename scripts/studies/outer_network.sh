@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The outer-optimizer study's MLP cells over the emulated network (docs/network.md, "The outer-
+# optimizer study over the network"): every configuration's step timed across P emulated nodes,
+# one rank per node (a2sgd-cluster; root), then reports/outer_report.py --network multiplies each
+# configuration's steps to the target (the study's mean over its seeds, in DIR/mlp_p<P>_<optimizer>/)
+# by its time per step. A step's time includes its share of the periodic averages (200 steps hold
+# two), so local SGD's steps between averages cost their compute alone.
+#
+# Usage: scripts/studies/outer_network.sh [--out DIR] [--build DIR] [--rate 100mbit] [--nodes "4 8"]
+#                                 [--optimizers "sgd momentum adam"] [--steps 200]
+# Timed runs go to DIR/network-<rate>-p<P>/<config>_<optimizer>.jsonl (with link.txt, netbench.csv).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# The reports package (python3 -m reports) lives at the source root.
+export PYTHONPATH="$(cd "$here/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+out=docs/results/outer
+build=build
+rate=100mbit
+nodes="4 8"
+optimizers="sgd momentum adam"
+steps=200
+die() { echo "outer_network.sh: error: $*" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) out=${2:?}; shift 2 ;;
+    --build) build=${2:?}; shift 2 ;;
+    --rate) rate=${2:?}; shift 2 ;;
+    --nodes) nodes=${2:?}; shift 2 ;;
+    --optimizers) optimizers=${2:?}; shift 2 ;;
+    --steps) steps=${2:?}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+[[ $steps =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive integer (got '$steps')"
+for p in $nodes; do [[ $p =~ ^[2-9]$|^1[0-6]$ ]] || die "--nodes: '$p' is not 2 to 16"; done
+for o in $optimizers; do [[ $o =~ ^(sgd|momentum|adam)$ ]] || die "--optimizers: '$o' is not sgd, momentum or adam"; done
+[[ -x $build/apps/train/a2sgd-train ]] || die "no a2sgd-train in $build (--build DIR)"
+# shellcheck source=cluster/timing.sh
+source "$here/cluster/timing.sh"
+
+# The configurations of the study's verdict (their rate changes no work and no byte of a step).
+config_args() {
+  case "$1" in
+    dense) echo "--compressor dense" ;;
+    a2sgd-k100-diloco) echo "--compressor a2sgd --average-every 100 --outer-optimizer nesterov --outer-lr 0.7 --outer-momentum 0.9" ;;
+    local-k100) echo "--compressor local --average-every 100 --outer-optimizer average" ;;
+    local-k100-diloco) echo "--compressor local --average-every 100 --outer-optimizer nesterov --outer-lr 0.7 --outer-momentum 0.9" ;;
+  esac
+}
+for p in $nodes; do
+  netdir=$out/network-$rate-p$p
+  a2sgd_net_begin "$rate" "$p" "$netdir" "$build" || exit $?
+  for opt in $optimizers; do
+    for c in dense a2sgd-k100-diloco local-k100 local-k100-diloco; do
+      echo "=== $c, $opt, $p nodes at $rate" >&2
+      # shellcheck disable=SC2046
+      a2sgd_net_train "${c}_$opt" --model mlp --optimizer "$opt" $([[ $opt == momentum ]] && echo "--momentum 0.9") \
+        $(config_args "$c") --steps "$steps" --eval-every 0 --log-every 1000 --quiet --collective-timeout 0 ||
+        { tail -n 5 "$netdir/${c}_$opt.log" >&2; exit 1; }
+    done
+  done
+  a2sgd_net_end
+done
+exec "${PYTHON:-/usr/bin/python3}" -m reports outer --network "$rate" "$out"
