@@ -18,6 +18,7 @@ import math
 import os
 import re
 
+from .registry import generator, source_line
 from .runs import load_run
 
 CELL = re.compile(r"^(lstm|mlp)_p(\d+)_(sgd|momentum|adam)$")
@@ -173,6 +174,52 @@ def plot(directory, out=None):
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+# ---- the docs' blocks of this study (python3 -m reports docs) ----
+SWEEP = "docs/results/lr-sweep"
+
+
+def sweep_block(cell_name):
+    def generate(root):
+        cells = read_sweep(os.path.join(root, SWEEP))
+        if cell_name not in cells:
+            raise SystemExit(f"lr_sweep_report.py: {SWEEP}/{cell_name} holds no finished run")
+        lines = cell_table(cell_name, cells[cell_name])
+        return lines + ["", source_line(f"{SWEEP}/{cell_name}", "`python3 -m reports lr-sweep`'s table")]
+    return generate
+
+
+@generator("sweep-best", SWEEP)
+def sweep_best(root):
+    """Every cell's best rate per method, next to dense's best in the same cell."""
+    cells = read_sweep(os.path.join(root, SWEEP))
+    best = best_rates(cells)
+    lines = ["| model, ranks, optimizer | method | best rate | its score | dense at its best rate | rates tried |",
+             "|---|---|---|---|---|---|"]
+    def order(cell):  # model, then the rank count as a number (p16 after p8), then the optimizer
+        m = CELL.match(cell)
+        return m.group(1), int(m.group(2)), m.group(3)
+
+    for cell in sorted(best, key=order):
+        model = CELL.match(cell).group(1)
+        form = SCORES[model][3]
+        dense = best[cell].get("dense")
+        for method in sorted(best[cell], key=lambda m: (m != "dense", m != "a2sgd", m)):
+            b = best[cell][method]
+            edge = " (edge of the grid)" if b["edge"] else ""
+            ref = f"{format(dense['score'], form)} at {dense['lr']:g}" if dense else "not swept"
+            lines.append(f"| {cell.replace('_', ', ')} | {method} | {b['lr']:g}{edge} | {format(b['score'], form)} "
+                         f"| {ref} | {', '.join(b['tried'])} |")
+    return lines + ["", source_line(SWEEP, "the best rate of every method in every cell")]
+
+
+# One block per cell a sweep can fill (a cell folder whose block no document shows fails the check).
+for _model, _optimizers in (("lstm", ("sgd", "adam")), ("mlp", ("sgd", "momentum", "adam"))):
+    for _ranks in (2, 4, 8, 16, 32):
+        for _optimizer in _optimizers:
+            _cell = f"{_model}_p{_ranks}_{_optimizer}"
+            generator("sweep-" + _cell.replace("_", "-"), f"{SWEEP}/{_cell}")(sweep_block(_cell))
 
 
 def main():

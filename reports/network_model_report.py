@@ -24,7 +24,9 @@ import json
 import math
 import os
 import re
+import statistics
 
+from .registry import generator, source_line
 from .runs import records
 
 LARGE = 64 << 10
@@ -258,6 +260,55 @@ def collectives_tables(results, nodes):
                              " | ".join("-" if c is None else f"{1e3 * c:,.1f}" for c in cells) +
                              f" | {'-' if ours is None else format(1e3 * ours['measured_s'], ',.1f')} |")
     return [line for line in lines if line is not None]
+
+
+# ---- the docs' blocks of this study (python3 -m reports docs): docs/network.md ----
+NETMODEL = "docs/results/network"
+NETMODEL_COMMAND = ("`scripts/studies/network_study.sh` with the variants of docs/network.md, "
+                    "then `python3 -m reports network-model`")
+
+
+@generator("network-model", NETMODEL)
+def network_model(root):
+    """One row per node count, rate, protocol and collectives: the fitted link, the model's largest
+    error, measured / modelled milliseconds of five operations, the loss counters."""
+    results = load_results(os.path.join(root, NETMODEL))
+    return summary_table(results) + ["", source_line(NETMODEL, NETMODEL_COMMAND)]
+
+
+@generator("network-collectives", NETMODEL)
+def network_collectives(root):
+    """Per node count (4, then 2): the model, Open MPI's choice and the forced ring where both ran;
+    each all-reduce algorithm forced in turn."""
+    results = load_results(os.path.join(root, NETMODEL))
+    lines = []
+    for nodes in (4, 2):
+        tables = collectives_tables(results, nodes)
+        if tables:
+            lines += [f"**{nodes} nodes**", ""] + tables + [""]
+    return lines + [source_line(NETMODEL, NETMODEL_COMMAND)]
+
+
+LINKS_CHECK = "docs/results/network/links-check"
+
+
+@generator("network-links-check", LINKS_CHECK)
+def network_links_check(root):
+    """Per TCP connection count and method (scripts/studies/cluster/links_check.sh's runs.csv): the runs,
+    how many finished, stopped at the collective timeout (exit 76) or failed otherwise, and the
+    finished runs' median wall time."""
+    path = os.path.join(root, LINKS_CHECK, "runs.csv")
+    groups = {}
+    for r in csv.DictReader(open(path)):
+        groups.setdefault((int(r["links"]), r["method"]), []).append((int(r["exit"]), float(r["seconds"])))
+    lines = ["| TCP connections per pair | method | runs | finished | stopped at the collective timeout (exit 76) "
+             "| failed otherwise | median seconds, finished runs |", "|---|---|---|---|---|---|---|"]
+    for (links, method), runs in sorted(groups.items()):
+        done = [s for rc, s in runs if rc == 0]
+        median = f"{statistics.median(done):.1f}" if done else "-"
+        lines.append(f"| {links} | {method} | {len(runs)} | {len(done)} | {sum(rc == 76 for rc, _ in runs)} "
+                     f"| {sum(rc not in (0, 76) for rc, _ in runs)} | {median} |")
+    return lines + ["", source_line(LINKS_CHECK, "`scripts/studies/cluster/links_check.sh`")]
 
 
 def main():

@@ -20,6 +20,7 @@ import os
 import re
 
 from .convergence_report import MODELS
+from .registry import generator, source_line
 from .runs import load_run
 
 NAME = re.compile(r"^(?P<base>.+?)-lr(?P<lr>[0-9.e]+)(?P<rest>(?:-[a-z][a-z0-9.]*?)*?)(?:-s(?P<seed>[0-9]+))?$")
@@ -331,6 +332,58 @@ def _cell_order(name):
         return (name, 0, 0)
     return (parts[0], int(parts[1][1:]) if parts[1][1:].isdigit() else 0,
             ["sgd", "momentum", "adam"].index(parts[2]) if parts[2] in ("sgd", "momentum", "adam") else 9)
+
+
+# ---- the docs' blocks of this study (python3 -m reports docs) ----
+OUTER = "docs/results/outer"
+
+
+@generator("outer-study-mlp", OUTER)
+def outer_study_mlp(root):
+    return _outer_study(root, "mlp", "`python3 -m reports outer`; runs: `scripts/studies/outer_study.sh`")
+
+
+def _outer_study(root, model, command):
+    """A model's cells of the outer-optimizer study, one table each (report)."""
+    text = report(os.path.join(root, OUTER), model)
+    if not text:
+        raise SystemExit(f"outer_report.py: no finished {model} cell in {OUTER}")
+    return text.split("\n") + ["", source_line(OUTER, command)]
+
+
+@generator("outer-verdict-mlp", OUTER)
+def outer_verdict_mlp(root):
+    return verdict(os.path.join(root, OUTER)).split("\n") + [
+        "", source_line(OUTER, "`python3 -m reports outer --verdict`: steps to tuned dense's mean final test accuracy "
+                               "- 1 point, as multiples of dense's, each configuration at its best rate, mean of "
+                               "3 seeds")]
+
+
+
+@generator("outer-study-lstm", OUTER)
+def outer_study_lstm(root):
+    return _outer_study(root, "lstm", "`python3 -m reports outer --model lstm`; runs: `scripts/studies/outer_study.sh "
+                                      "--model lstm`; only finished runs")
+
+
+@generator("outer-verdict-lstm", OUTER)
+def outer_verdict_lstm(root):
+    return verdict_lstm(os.path.join(root, OUTER)).split("\n") + [
+        "", source_line(OUTER, "`python3 -m reports outer --verdict --model lstm`: steps to tuned dense's final "
+                               "validation perplexity x 1.1, as multiples of dense's, seed 1; -: not run yet")]
+
+
+@generator("outer-network-mlp", OUTER)
+def outer_network_mlp(root):
+    text = network_table(os.path.join(root, OUTER), "100mbit")
+    if not text:
+        raise SystemExit(f"docs_blocks.py: no timed run in {OUTER}/network-100mbit-p<P>/")
+    return text.split("\n") + ["", source_line(OUTER, "`python3 -m reports outer --network 100mbit`: the study's "
+                                                     "steps to the target, mean of 3 seeds, x the step timed over "
+                                                     "P emulated nodes at 100 Mbit/s; runs: `scripts/studies/outer_network.sh`")]
+
+
+# ---- the README's verdict: where A2SGD pays and where it does not, each figure from its study ----
 
 
 def main():

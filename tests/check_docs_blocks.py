@@ -108,13 +108,13 @@ if plots:
 
 # block network-links-check on made-up runs (scripts/studies/cluster/links_check.sh's runs.csv)
 sys.path.insert(0, source)
-from reports import docs_blocks  # noqa: E402
+from reports import network_model_report  # noqa: E402
 fake = os.path.join(work, "fake")
-os.makedirs(os.path.join(fake, docs_blocks.LINKS_CHECK))
-with open(os.path.join(fake, docs_blocks.LINKS_CHECK, "runs.csv"), "w") as fh:
+os.makedirs(os.path.join(fake, network_model_report.LINKS_CHECK))
+with open(os.path.join(fake, network_model_report.LINKS_CHECK, "runs.csv"), "w") as fh:
     fh.write("round,links,method,exit,seconds\n1,1,fp16,0,30.0\n1,2,fp16,76,67.0\n2,1,fp16,0,28.0\n"
              "2,2,fp16,124,900.0\n3,1,fp16,0,29.0\n3,2,fp16,0,27.5\n1,2,bf16,76,66.0\n")
-table = docs_blocks.network_links_check(fake)
+table = network_model_report.network_links_check(fake)
 check("| 1 | fp16 | 3 | 3 | 0 | 0 | 29.0 |" in table, "1 connection: 3 runs, all finished, median 29.0 s")
 check("| 2 | fp16 | 3 | 1 | 1 | 1 | 27.5 |" in table, "2 connections: one finished, one stopped (76), one failed otherwise")
 check("| 2 | bf16 | 1 | 0 | 1 | 0 | - |" in table, "no finished run: no median")
