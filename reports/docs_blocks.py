@@ -24,15 +24,14 @@ committed but whose block stands in no document is an error too (exit 1); --chec
 """
 import argparse
 import difflib
-import json
 import os
 import re
-import statistics
 import sys
 
 from . import (convergence_report, lr_sweep_report, network_model_report, network_report, outer_report, paper_report,
                plot_metrics, scaling_report)
-from .registry import GENERATORS, current_paths, generator, source_line
+from . import plot_bench, pytorch_report  # noqa: F401 (imported for the blocks they register)
+from .registry import GENERATORS, generator, source_line
 from .runs import load_run, read_config, records, summary as run_summary
 from .tables import fmt
 from .targets import steps_to_target
@@ -481,165 +480,6 @@ def results_headline(root):
 
 
 # ---- the PyTorch example (docs/pytorch.md) ----
-TORCH = "docs/results/pytorch"
-TORCH_LABELS = {"allreduce": "DDP's all-reduce (no hook)", "fp16": "torch fp16_compress_hook",
-                "powersgd": "torch PowerSGD hook, rank 1", "a2sgd": "a2sgd.torch a2sgd_hook",
-                "topk": "a2sgd.torch topk_hook (ratio 0.001)", "qsgd": "a2sgd.torch qsgd_hook (256 levels)",
-                "efsign": "a2sgd.torch efsign_hook"}
-
-
-@generator("pytorch-example", TORCH)
-def pytorch_example(root):
-    with open(os.path.join(root, TORCH, "example.json")) as f:
-        runs = json.load(f)
-    base = next(r for r in runs if r["exchange"] == "allreduce")
-    lines = ["| exchange | test accuracy | bytes per step and rank | x all-reduce | ms per step | x all-reduce |",
-             "|---|---|---|---|---|---|"]
-    for r in runs:
-        lines.append(f"| {TORCH_LABELS.get(r['exchange'], r['exchange'])} | {r['test_accuracy']:.4f} "
-                     f"| {r['bytes_per_step']:,.0f} | {r['bytes_per_step'] / base['bytes_per_step']:.2g} "
-                     f"| {r['ms_per_step']:.2f} | {r['ms_per_step'] / base['ms_per_step']:.2f} |")
-    r = runs[0]
-    return lines + ["", source_line(TORCH, f"`examples/torch/ddp_hooks.py`: {r['ranks']} ranks, {r['steps']} steps, "
-                                           f"SGD lr {r['lr']:g}, seed {r['seed']}, {r['parameters']:,} parameters")]
-
-
-TORCH_LOCAL = "docs/results/pytorch/local-sgd"
-TORCH_LOCAL_LABELS = {"torch-postlocal": "torch PostLocalSGDOptimizer + PeriodicModelAverager",
-                      "a2sgd-local": "a2sgd.torch PeriodicAverager (plain average)",
-                      "a2sgd-diloco": "a2sgd.torch PeriodicAverager, outer Nesterov (0.7, 0.9)",
-                      "a2sgd-hook": "a2sgd_hook + PeriodicAverager (plain)",
-                      "a2sgd-hook-diloco": "a2sgd_hook + PeriodicAverager, outer Nesterov"}
-
-
-@generator("pytorch-local-sgd", TORCH_LOCAL)
-def pytorch_local_sgd(root):
-    tables = {}
-    for name in sorted(os.listdir(os.path.join(root, TORCH_LOCAL))):
-        if name.startswith("local_sgd_m") and name.endswith(".json"):
-            with open(os.path.join(root, TORCH_LOCAL, name)) as f:
-                runs = json.load(f)
-            tables[runs[0]["momentum"]] = runs
-    if not tables:
-        raise SystemExit(f"docs_blocks.py: no local_sgd_m*.json in {TORCH_LOCAL}")
-    momenta = sorted(tables, reverse=True)
-    lines = ["| run | " + " | ".join(f"test accuracy, momentum {m:g} (lr {tables[m][0]['lr']:g})" for m in momenta)
-             + " | bytes per step and rank |", "|---|" + "---|" * (len(momenta) + 1)]
-    for i, r in enumerate(tables[momenta[0]]):
-        accs = " | ".join(f"{tables[m][i]['test_accuracy']:.4f}" for m in momenta)
-        lines.append(f"| {TORCH_LOCAL_LABELS.get(r['run'], r['run'])} | {accs} | {r['bytes_per_step']:,.0f} |")
-    r = tables[momenta[0]][0]
-    same = all(t[0]["checksum"] == t[1]["checksum"] for t in tables.values()
-               if [x["run"] for x in t[:2]] == ["torch-postlocal", "a2sgd-local"])
-    lines += ["", ("torch's and a2sgd's plain averager deploy the same model at every momentum (equal parameter sums)"
-                   if same else "torch's and a2sgd's plain averager deploy different models") + "."]
-    return lines + ["", source_line(TORCH_LOCAL, f"`examples/torch/local_sgd.py`: {r['ranks']} ranks, {r['steps']} steps, "
-                                                 f"{r['warmup']} all-reduced steps, an average every {r['period']}, "
-                                                 f"seed {r['seed']}")]
-
-
-@generator("pytorch-hook-compute", TORCH)
-def pytorch_hook_compute(root):
-    with open(os.path.join(root, TORCH, "hook_compute.json")) as f:
-        r = json.load(f)
-    med, q = r["median_ms"], r["ratios"]
-    lines = ["| pass | median ms |", "|---|---|"]
-    lines += [f"| {name} | {ms:.2f} |" for name, ms in med.items()]
-    lines += ["", f"A2SGD's encode at {100 * q['encode_of_read_ceiling']:.0f}% of the read ceiling (the fastest of the "
-              f"`read:` passes), its decode at {100 * q['decode_of_rmw_ceiling']:.0f}% of the read-modify-write "
-              f"ceiling (the fastest `rmw:` pass); torch's fp16 hook's compute takes "
-              f"{q['fp16_compute_over_a2sgd_kernels']:.2f}x the time of A2SGD's two passes; whole hooks on one "
-              f"rank: fp16 {q['fp16_hook_over_a2sgd_hook']:.2f}x, PowerSGD {q['powersgd_hook_over_a2sgd_hook']:.2f}x "
-              "A2SGD's.", "",
-              source_line(TORCH, f"`benchmarks/torch/hook_compute.py --repeats {r['repeats']}`: "
-                                 f"{r['bucket_mib']:g} MiB bucket, {r['threads']} thread, torch {r['torch']}")]
-    return lines
-
-
-@generator("pytorch-ddp-mlp", TORCH)
-def pytorch_ddp_mlp(root):
-    """One row per benchmarks/torch/compare_pytorch_ddp.sh result (OUT_JSON=<TORCH>/ddp_mlp*.json): the
-    medians of a2sgd-train's dense step and PyTorch DDP's on the same MLP, batch and ranks."""
-    import glob
-    paths = sorted(glob.glob(os.path.join(root, TORCH, "ddp_mlp*.json")))
-    if not paths:
-        raise SystemExit(f"docs_blocks.py: {TORCH} has no ddp_mlp*.json (benchmarks/torch/compare_pytorch_ddp.sh with OUT_JSON)")
-    lines = ["| OpenBLAS kernels | `a2sgd-train --compressor dense`, ms per step | PyTorch DDP (gloo), ms per step "
-             "| ratio | rounds (a2sgd / torch, ms) | file |", "|---|---|---|---|---|---|"]
-    for path in paths:
-        with open(path) as f:
-            r = json.load(f)
-        rounds = ", ".join(f"{1e3 * a:.2f}/{1e3 * t:.2f}" for a, t in zip(r["a2sgd_step_s"], r["torch_step_s"]))
-        lines.append(f"| {r['openblas_core']} | {1e3 * r['a2sgd_median_s']:.3f} | {1e3 * r['torch_median_s']:.3f} "
-                     f"| {r['ratio']:.3f} | {rounds} | `{os.path.basename(path)}` |")
-    return lines + ["", source_line(TORCH, f"`OUT_JSON=... benchmarks/torch/compare_pytorch_ddp.sh`: MLP 784-256-256-10, batch "
-                                           f"{r['batch_per_rank']} per rank, {r['ranks']} ranks, {r['steps']} timed "
-                                           f"steps after {r['warmup']}, one thread per rank, medians of "
-                                           f"{len(r['a2sgd_step_s'])} alternating rounds; torch {r['torch']}, "
-                                           f"{r['cpu']}")]
-
-
-# ---- the kernel benchmark (docs/benchmarks.md) ----
-KERNELS = "docs/results/bench/kernels-16m"
-KERNEL_METHODS = ["dense", "a2sgd", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"]
-
-
-@generator("bench-kernels", KERNELS)
-def bench_kernels(root):
-    import csv
-    import glob
-    folder = os.path.join(root, KERNELS)
-    with open(os.path.join(folder, "meta.json")) as f:
-        meta = json.load(f)
-    runs = []
-    for path in sorted(glob.glob(os.path.join(folder, "run*.csv"))):
-        with open(path) as f:
-            runs.append(list(csv.DictReader(f)))
-    if len(runs) != meta["runs"]:
-        raise ValueError(f"{KERNELS}: {len(runs)} run files, meta.json says {meta['runs']}")
-
-    def rows(kind, method):
-        out = []
-        for run in runs:
-            r = [x for x in run if x["kind"] == kind and x["method"] == method]
-            if len(r) != 1:
-                raise ValueError(f"{KERNELS}: a run without exactly one '{kind},{method}' row")
-            out.append(r[0])
-        return out
-
-    def med(rs, key, scale=1.0):
-        return statistics.median([float(r[key]) * scale for r in rs])
-
-    first = rows("measured", "dense")
-    lines = ["| method | compress ms | comm ms | decode + apply ms | bytes per rank | compress, % of ceiling "
-             "| apply, % of ceiling |", "|---|---|---|---|---|---|---|"]
-    for m in KERNEL_METHODS:
-        rs = rows("measured", m)
-        comp = med(rs, "compress_s", 1e3)
-        cpct = "-" if all(float(r["compress_bytes_touched"]) == 0 for r in rs) else \
-            f"{med(rs, 'compress_of_ceiling', 100):.0f}%"
-        lines.append(f"| {m} | {comp:.3f} | {med(rs, 'comm_s', 1e3):.3f} | {med(rs, 'apply_s', 1e3):.3f} "
-                     f"| {int(float(rs[0]['bytes_per_rank'])):,} | {cpct} | {med(rs, 'apply_of_ceiling', 100):.0f}% |")
-    spread = {m: (min(float(r["compress_of_ceiling"]) for r in rows("measured", m)),
-                  max(float(r["compress_of_ceiling"]) for r in rows("measured", m))) for m in ["topk", "qsgd"]}
-    ceilings = ", ".join(f"{name} {med(first, key):.1f}" for name, key in
-                         [("read", "read_gbs"), ("copy", "copy_gbs"), ("triad", "triad_gbs"), ("axpy", "axpy_gbs"),
-                          ("read-modify-write", "rmw_gbs")])
-    nth = rows("reference", "nth_element")
-    topk = rows("measured", "topk")
-    lines += ["", f"Medians of {len(runs)} runs ({meta['ranks']} ranks, {int(float(first[0]['values'])):,} values, each "
-              f"run's figures the medians of its timed steps, the slower rank's). Ceilings in GB/s, write-allocate "
-              f"counted (medians): {ceilings}; QSGD's rounding arithmetic in cache {med(first, 'rounding_gvs'):.2f} G "
-              f"values/s. Run to run the percentages move widely on this shared VM (Top-K's compress "
-              f"{100 * spread['topk'][0]:.0f}-{100 * spread['topk'][1]:.0f}%, QSGD's "
-              f"{100 * spread['qsgd'][0]:.0f}-{100 * spread['qsgd'][1]:.0f}%): a ceiling and a kernel are timed "
-              f"moments apart. Top-K's selection took {med(topk, 'compress_s', 1e3):.1f} ms against "
-              f"{med(nth, 'step_s', 1e3):.1f} ms for `std::nth_element` of the same magnitudes. CPU: {meta['cpu']}, "
-              f"{meta['cores']} cores; commit {meta['commit']}.", "",
-              source_line(KERNELS, f"`{current_paths(meta['command'])}`; every run's CSV and report are there")]
-    return lines
-
-
 # ---- the moment schemes on the MLP (docs/algorithm.md) ----
 MOMENTS = "docs/results/moments"
 
@@ -912,7 +752,7 @@ def documents(root):
 RESULTS = "docs/results"
 # folder under docs/results -> (the driver that fills it, the report that reads it: python3 -m reports ...)
 FOLDERS = {
-    "bench": ("`benchmarks/kernel_bench.sh`", "`docs` (bench_kernels: medians of the runs)"),
+    "bench": ("`benchmarks/kernel_bench.sh`", "`docs` (plot_bench.bench_kernels: medians of the runs)"),
     "convergence": ("`scripts/studies/convergence_study.sh`", "`convergence`"),
     "diagnostics": ("`a2sgd-train --diagnostics-every` (docs/results.md's command)", "`docs` (diagnostics_lstm_p2)"),
     "lr-sweep": ("`scripts/studies/lr_sweep.sh`", "`lr-sweep`"),
@@ -926,7 +766,7 @@ FOLDERS = {
     "paper-p4": ("`scripts/studies/paper_experiment.sh --ranks 4`", "`paper`, `metrics-plots`, `network`"),
     "paper-p8": ("`scripts/studies/paper_experiment.sh` (timings over 8 emulated nodes)", "`network`"),
     "pytorch": ("`examples/torch/*.py`, `benchmarks/torch/hook_compute.py`, `benchmarks/torch/compare_pytorch_ddp.sh`",
-                "`docs` (pytorch_*)"),
+                "`docs` (pytorch_report)"),
     "scaling": ("`scripts/studies/scaling_projection.sh`", "`scaling`"),
 }
 

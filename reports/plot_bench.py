@@ -1,6 +1,6 @@
-#!/usr/bin/python3
-"""Plots a2sgd-bench --project --csv output: projected time per step against the number of
-ranks p, one line per method, one PNG per (gradient size, link).
+"""a2sgd-bench's results: the plots of its --project --csv output (projected time per step against
+the number of ranks p, one line per method, one PNG per (gradient size, link)), and the docs'
+kernel table from benchmarks/kernel_bench.sh's runs.
 
     mpiexec -n 2 build/benchmarks/bench/a2sgd-bench --project --csv bench.csv
     python3 -m reports bench bench.csv --out plots/
@@ -10,9 +10,73 @@ Needs Debian's python3 (/usr/bin/python3) with python3-matplotlib (scripts/deps.
 """
 import argparse
 import csv
+import glob
+import json
 import os
+import statistics
 import sys
 from collections import defaultdict
+
+from .registry import current_paths, generator, source_line
+
+
+# ---- the docs' block of the kernel benchmark (docs/benchmarks.md; benchmarks/kernel_bench.sh's runs) ----
+KERNELS = "docs/results/bench/kernels-16m"
+KERNEL_METHODS = ["dense", "a2sgd", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"]
+
+
+@generator("bench-kernels", KERNELS)
+def bench_kernels(root):
+    folder = os.path.join(root, KERNELS)
+    with open(os.path.join(folder, "meta.json")) as f:
+        meta = json.load(f)
+    runs = []
+    for path in sorted(glob.glob(os.path.join(folder, "run*.csv"))):
+        with open(path) as f:
+            runs.append(list(csv.DictReader(f)))
+    if len(runs) != meta["runs"]:
+        raise ValueError(f"{KERNELS}: {len(runs)} run files, meta.json says {meta['runs']}")
+
+    def rows(kind, method):
+        out = []
+        for run in runs:
+            r = [x for x in run if x["kind"] == kind and x["method"] == method]
+            if len(r) != 1:
+                raise ValueError(f"{KERNELS}: a run without exactly one '{kind},{method}' row")
+            out.append(r[0])
+        return out
+
+    def med(rs, key, scale=1.0):
+        return statistics.median([float(r[key]) * scale for r in rs])
+
+    first = rows("measured", "dense")
+    lines = ["| method | compress ms | comm ms | decode + apply ms | bytes per rank | compress, % of ceiling "
+             "| apply, % of ceiling |", "|---|---|---|---|---|---|---|"]
+    for m in KERNEL_METHODS:
+        rs = rows("measured", m)
+        comp = med(rs, "compress_s", 1e3)
+        cpct = "-" if all(float(r["compress_bytes_touched"]) == 0 for r in rs) else \
+            f"{med(rs, 'compress_of_ceiling', 100):.0f}%"
+        lines.append(f"| {m} | {comp:.3f} | {med(rs, 'comm_s', 1e3):.3f} | {med(rs, 'apply_s', 1e3):.3f} "
+                     f"| {int(float(rs[0]['bytes_per_rank'])):,} | {cpct} | {med(rs, 'apply_of_ceiling', 100):.0f}% |")
+    spread = {m: (min(float(r["compress_of_ceiling"]) for r in rows("measured", m)),
+                  max(float(r["compress_of_ceiling"]) for r in rows("measured", m))) for m in ["topk", "qsgd"]}
+    ceilings = ", ".join(f"{name} {med(first, key):.1f}" for name, key in
+                         [("read", "read_gbs"), ("copy", "copy_gbs"), ("triad", "triad_gbs"), ("axpy", "axpy_gbs"),
+                          ("read-modify-write", "rmw_gbs")])
+    nth = rows("reference", "nth_element")
+    topk = rows("measured", "topk")
+    lines += ["", f"Medians of {len(runs)} runs ({meta['ranks']} ranks, {int(float(first[0]['values'])):,} values, each "
+              f"run's figures the medians of its timed steps, the slower rank's). Ceilings in GB/s, write-allocate "
+              f"counted (medians): {ceilings}; QSGD's rounding arithmetic in cache {med(first, 'rounding_gvs'):.2f} G "
+              f"values/s. Run to run the percentages move widely on this shared VM (Top-K's compress "
+              f"{100 * spread['topk'][0]:.0f}-{100 * spread['topk'][1]:.0f}%, QSGD's "
+              f"{100 * spread['qsgd'][0]:.0f}-{100 * spread['qsgd'][1]:.0f}%): a ceiling and a kernel are timed "
+              f"moments apart. Top-K's selection took {med(topk, 'compress_s', 1e3):.1f} ms against "
+              f"{med(nth, 'step_s', 1e3):.1f} ms for `std::nth_element` of the same magnitudes. CPU: {meta['cpu']}, "
+              f"{meta['cores']} cores; commit {meta['commit']}.", "",
+              source_line(KERNELS, f"`{current_paths(meta['command'])}`; every run's CSV and report are there")]
+    return lines
 
 
 def main():

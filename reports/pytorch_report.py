@@ -1,0 +1,106 @@
+"""The PyTorch side's committed results as docs blocks (docs/pytorch.md, docs/benchmarks.md): the
+example's hooks on one MLP (examples/torch/ddp_hooks.py), local SGD against torch's post-local SGD
+(examples/torch/local_sgd.py), the hooks' compute (benchmarks/torch/hook_compute.py) and
+a2sgd-train's dense step against PyTorch DDP's (benchmarks/torch/compare_pytorch_ddp.sh). The
+runs are the examples' and benchmarks' own JSON; this module only tabulates them."""
+import glob
+import json
+import os
+
+from .registry import generator, source_line
+
+TORCH = "docs/results/pytorch"
+TORCH_LABELS = {"allreduce": "DDP's all-reduce (no hook)", "fp16": "torch fp16_compress_hook",
+                "powersgd": "torch PowerSGD hook, rank 1", "a2sgd": "a2sgd.torch a2sgd_hook",
+                "topk": "a2sgd.torch topk_hook (ratio 0.001)", "qsgd": "a2sgd.torch qsgd_hook (256 levels)",
+                "efsign": "a2sgd.torch efsign_hook"}
+
+
+@generator("pytorch-example", TORCH)
+def pytorch_example(root):
+    with open(os.path.join(root, TORCH, "example.json")) as f:
+        runs = json.load(f)
+    base = next(r for r in runs if r["exchange"] == "allreduce")
+    lines = ["| exchange | test accuracy | bytes per step and rank | x all-reduce | ms per step | x all-reduce |",
+             "|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {TORCH_LABELS.get(r['exchange'], r['exchange'])} | {r['test_accuracy']:.4f} "
+                     f"| {r['bytes_per_step']:,.0f} | {r['bytes_per_step'] / base['bytes_per_step']:.2g} "
+                     f"| {r['ms_per_step']:.2f} | {r['ms_per_step'] / base['ms_per_step']:.2f} |")
+    r = runs[0]
+    return lines + ["", source_line(TORCH, f"`examples/torch/ddp_hooks.py`: {r['ranks']} ranks, {r['steps']} steps, "
+                                           f"SGD lr {r['lr']:g}, seed {r['seed']}, {r['parameters']:,} parameters")]
+
+
+TORCH_LOCAL = "docs/results/pytorch/local-sgd"
+TORCH_LOCAL_LABELS = {"torch-postlocal": "torch PostLocalSGDOptimizer + PeriodicModelAverager",
+                      "a2sgd-local": "a2sgd.torch PeriodicAverager (plain average)",
+                      "a2sgd-diloco": "a2sgd.torch PeriodicAverager, outer Nesterov (0.7, 0.9)",
+                      "a2sgd-hook": "a2sgd_hook + PeriodicAverager (plain)",
+                      "a2sgd-hook-diloco": "a2sgd_hook + PeriodicAverager, outer Nesterov"}
+
+
+@generator("pytorch-local-sgd", TORCH_LOCAL)
+def pytorch_local_sgd(root):
+    tables = {}
+    for name in sorted(os.listdir(os.path.join(root, TORCH_LOCAL))):
+        if name.startswith("local_sgd_m") and name.endswith(".json"):
+            with open(os.path.join(root, TORCH_LOCAL, name)) as f:
+                runs = json.load(f)
+            tables[runs[0]["momentum"]] = runs
+    if not tables:
+        raise SystemExit(f"pytorch_report.py: no local_sgd_m*.json in {TORCH_LOCAL}")
+    momenta = sorted(tables, reverse=True)
+    lines = ["| run | " + " | ".join(f"test accuracy, momentum {m:g} (lr {tables[m][0]['lr']:g})" for m in momenta)
+             + " | bytes per step and rank |", "|---|" + "---|" * (len(momenta) + 1)]
+    for i, r in enumerate(tables[momenta[0]]):
+        accs = " | ".join(f"{tables[m][i]['test_accuracy']:.4f}" for m in momenta)
+        lines.append(f"| {TORCH_LOCAL_LABELS.get(r['run'], r['run'])} | {accs} | {r['bytes_per_step']:,.0f} |")
+    r = tables[momenta[0]][0]
+    same = all(t[0]["checksum"] == t[1]["checksum"] for t in tables.values()
+               if [x["run"] for x in t[:2]] == ["torch-postlocal", "a2sgd-local"])
+    lines += ["", ("torch's and a2sgd's plain averager deploy the same model at every momentum (equal parameter sums)"
+                   if same else "torch's and a2sgd's plain averager deploy different models") + "."]
+    return lines + ["", source_line(TORCH_LOCAL, f"`examples/torch/local_sgd.py`: {r['ranks']} ranks, {r['steps']} steps, "
+                                                 f"{r['warmup']} all-reduced steps, an average every {r['period']}, "
+                                                 f"seed {r['seed']}")]
+
+
+@generator("pytorch-hook-compute", TORCH)
+def pytorch_hook_compute(root):
+    with open(os.path.join(root, TORCH, "hook_compute.json")) as f:
+        r = json.load(f)
+    med, q = r["median_ms"], r["ratios"]
+    lines = ["| pass | median ms |", "|---|---|"]
+    lines += [f"| {name} | {ms:.2f} |" for name, ms in med.items()]
+    lines += ["", f"A2SGD's encode at {100 * q['encode_of_read_ceiling']:.0f}% of the read ceiling (the fastest of the "
+              f"`read:` passes), its decode at {100 * q['decode_of_rmw_ceiling']:.0f}% of the read-modify-write "
+              f"ceiling (the fastest `rmw:` pass); torch's fp16 hook's compute takes "
+              f"{q['fp16_compute_over_a2sgd_kernels']:.2f}x the time of A2SGD's two passes; whole hooks on one "
+              f"rank: fp16 {q['fp16_hook_over_a2sgd_hook']:.2f}x, PowerSGD {q['powersgd_hook_over_a2sgd_hook']:.2f}x "
+              "A2SGD's.", "",
+              source_line(TORCH, f"`benchmarks/torch/hook_compute.py --repeats {r['repeats']}`: "
+                                 f"{r['bucket_mib']:g} MiB bucket, {r['threads']} thread, torch {r['torch']}")]
+    return lines
+
+
+@generator("pytorch-ddp-mlp", TORCH)
+def pytorch_ddp_mlp(root):
+    """One row per benchmarks/torch/compare_pytorch_ddp.sh result (OUT_JSON=<TORCH>/ddp_mlp*.json): the
+    medians of a2sgd-train's dense step and PyTorch DDP's on the same MLP, batch and ranks."""
+    paths = sorted(glob.glob(os.path.join(root, TORCH, "ddp_mlp*.json")))
+    if not paths:
+        raise SystemExit(f"pytorch_report.py: {TORCH} has no ddp_mlp*.json (benchmarks/torch/compare_pytorch_ddp.sh with OUT_JSON)")
+    lines = ["| OpenBLAS kernels | `a2sgd-train --compressor dense`, ms per step | PyTorch DDP (gloo), ms per step "
+             "| ratio | rounds (a2sgd / torch, ms) | file |", "|---|---|---|---|---|---|"]
+    for path in paths:
+        with open(path) as f:
+            r = json.load(f)
+        rounds = ", ".join(f"{1e3 * a:.2f}/{1e3 * t:.2f}" for a, t in zip(r["a2sgd_step_s"], r["torch_step_s"]))
+        lines.append(f"| {r['openblas_core']} | {1e3 * r['a2sgd_median_s']:.3f} | {1e3 * r['torch_median_s']:.3f} "
+                     f"| {r['ratio']:.3f} | {rounds} | `{os.path.basename(path)}` |")
+    return lines + ["", source_line(TORCH, f"`OUT_JSON=... benchmarks/torch/compare_pytorch_ddp.sh`: MLP 784-256-256-10, batch "
+                                           f"{r['batch_per_rank']} per rank, {r['ranks']} ranks, {r['steps']} timed "
+                                           f"steps after {r['warmup']}, one thread per rank, medians of "
+                                           f"{len(r['a2sgd_step_s'])} alternating rounds; torch {r['torch']}, "
+                                           f"{r['cpu']}")]
