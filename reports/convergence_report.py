@@ -23,8 +23,10 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
+from .registry import generator, source_line
 from .runs import load_run
 from .targets import steps_to_accuracy, steps_to_target
 
@@ -153,6 +155,108 @@ def plot(path, title, rows, xlabel_note):
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+# ---- the docs' blocks of this study (python3 -m reports docs): docs/convergence.md, results.md ----
+CONV = "docs/results/convergence"
+GROUP = re.compile(r"^(lstm|mlp)_p(\d+)_(sgd|momentum|adam)$")
+CONV_OPTIMIZERS = {"sgd": "SGD", "momentum": "momentum", "adam": "Adam"}
+
+
+def conv_groups(root):
+    """{group: (model, ranks, optimizer, target, rows)} for every group with a finished dense run."""
+    out = {}
+    base = os.path.join(root, CONV)
+    def order(g):  # model, then rank count as a number, then optimizer
+        m = GROUP.match(g)
+        return (m.group(1), int(m.group(2)), ["sgd", "momentum", "adam"].index(m.group(3))) if m else ("", 0, 0)
+    for g in sorted(os.listdir(base), key=order):
+        m = GROUP.match(g)
+        if not m or not os.path.isdir(os.path.join(base, g)):
+            continue
+        target, _, rows = group_rows(os.path.join(base, g), m.group(1))
+        if target is not None:
+            out[g] = (m.group(1), int(m.group(2)), m.group(3), target, rows)
+    return out
+
+
+def conv_cell(row, fmt):
+    reach = "not reached" if row["steps_to_target"] is None else f"{row['steps_to_target']:,.0f}"
+    if row["steps_to_target"] is not None and not row["reference"] and row["steps_vs_dense"]:
+        reach += f" ({row['steps_vs_dense']:.2f}x)"
+    return reach, format(row["final_averaged"], fmt)
+
+
+def conv_block(group):
+    def generate(root):
+        groups = conv_groups(root)
+        if group not in groups:
+            raise SystemExit(f"convergence_report.py: {CONV}/{group} holds no finished dense run")
+        model, _, _, target, rows = groups[group]
+        m = MODELS[model]
+        ref = next(r for r in rows.values() if r["reference"])
+        lines = [f"Target: {m['label']} {format(target, m['fmt'])} ({m['rule']}, the best dense run: "
+                 f"{ref['config']}).", "",
+                 "| run | steps to target (x dense) | final, averaged model | replica divergence at the end "
+                 "| bytes per step and rank (x dense) | steps run |", "|---|---|---|---|---|---|"]
+        for r in sorted(rows.values(), key=lambda r: (not r["reference"], r.get("bytes_per_step") or 0, r["config"])):
+            reach, final = conv_cell(r, m["fmt"])
+            note = "" if r["finished"] else " (unfinished)"
+            traffic = "-" if r.get("bytes_per_step") is None else (
+                f"{r['bytes_per_step']:,.0f} ({100 * r['traffic_vs_dense']:.2f}%)" if not r["reference"]
+                and r.get("traffic_vs_dense") else f"{r['bytes_per_step']:,.0f}")
+            lines.append(f"| {r['config']}{note} | {reach} | {final} | {r.get('replica_divergence', 0):.3f} "
+                         f"| {traffic} | {r.get('steps', r.get('last_step', '-'))} |")
+        return lines + ["", source_line(f"{CONV}/{group}", "`python3 -m reports convergence`'s group table")]
+    return generate
+
+
+for _model, _optimizers in (("lstm", ("sgd", "adam")), ("mlp", ("sgd", "momentum", "adam"))):
+    for _ranks in (2, 4, 8, 16, 32):
+        for _optimizer in _optimizers:
+            _group = f"{_model}_p{_ranks}_{_optimizer}"
+            generator("convergence-" + _group.replace("_", "-"), f"{CONV}/{_group}")(conv_block(_group))
+
+
+@generator("convergence-summary", CONV)
+def convergence_summary(root):
+    """docs/results.md's rows: per group, tuned dense and the A2SGD runs at the group's least traffic (the
+    defaults; docs/convergence.md has the variants), steps to the target and traffic."""
+    return _summary(root, ("lstm", "mlp"), "`python3 -m reports convergence`; docs/convergence.md has each group")
+
+
+@generator("convergence-summary-lstm", CONV)
+def convergence_summary_lstm(root):
+    """docs/convergence.md's opening table: results.md's rows of the language model alone."""
+    return _summary(root, ("lstm",), "`python3 -m reports convergence`; each group's table below")
+
+
+def _summary(root, models, command):
+    lines = ["| model, ranks, optimizer: target | tuned dense: steps to target, final | A2SGD: steps to target "
+             "(x dense), final, bytes (x dense) |", "|---|---|---|"]
+    for g, (model, ranks, optimizer, target, rows) in conv_groups(root).items():
+        if model not in models:
+            continue
+        m = MODELS[model]
+        ref = next(r for r in rows.values() if r["reference"])
+        reach, final = conv_cell(ref, m["fmt"])
+        others = []
+        # The least traffic of the group's A2SGD runs: the defaults (other rows are the variants
+        # tried, which docs/convergence.md's group table lists).
+        least = min((r["bytes_per_step"] for r in rows.values()
+                     if not r["config"].startswith("dense") and r.get("bytes_per_step")), default=None)
+        for r in sorted(rows.values(), key=lambda r: r["config"]):
+            if r["config"].startswith("dense"):
+                continue
+            if least and r.get("bytes_per_step") and r["bytes_per_step"] > 1.01 * least:
+                continue
+            a_reach, a_final = conv_cell(r, m["fmt"])
+            share = "" if not r.get("traffic_vs_dense") else f", {100 * r['traffic_vs_dense']:.2f}% of dense's bytes"
+            others.append(f"{r['config']}: {a_reach}, {a_final}{share}" + ("" if r["finished"] else " (unfinished)"))
+        label = "LSTM on PTB" if model == "lstm" else "MLP on Fashion-MNIST"
+        lines.append(f"| {label}, {ranks} ranks, {CONV_OPTIMIZERS[optimizer]}: {format(target, m['fmt'])} "
+                     f"({m['rule']}) | {ref['config']}: {reach}, {final} | {'; '.join(others) or 'not run yet'} |")
+    return lines + ["", source_line(CONV, command)]
 
 
 def main():
