@@ -25,7 +25,8 @@ import json
 import os
 import sys
 
-from .runs import load_run
+from .registry import generator, source_line
+from .runs import load_run, summary as run_summary, warmup_steps
 from .tables import fmt
 from .targets import steps_to_target
 
@@ -130,6 +131,155 @@ def group_markdown(optimizer, target, why, rows, ratios):
                   " | ".join(missing if entry.get(k) is None else f"{entry[k]:.2f}x" for k in keys) + " |")
     md.append("")
     return md
+
+
+# ---- the docs' blocks of this study (python3 -m reports docs): docs/results.md, 2 and 4 ranks ----
+PAPER = "docs/results/paper"
+# block prefix -> the experiment's folder at that rank count
+PAPER_FOLDERS = {"paper": PAPER, "paper-p4": "docs/results/paper-p4"}
+PAPER_LABELS = {"dense": "dense", "a2sgd": "A2SGD defaults", "a2sgd-pure": "A2SGD pure O(1)", "topk": "Top-K",
+                "qsgd": "QSGD"}
+OPTIMIZERS = {"sgd": "SGD", "adam": "Adam"}
+
+
+def paper_groups(root, folder):
+    runs = load_runs(os.path.join(root, folder))
+    for optimizer in ("sgd", "adam"):
+        group = runs.get(optimizer, {})
+        if "dense" not in group or not group["dense"]["evals"]:
+            raise SystemExit(f"paper_report.py: {folder} has no dense_{optimizer}.jsonl with evaluations")
+        target = 1.1 * group["dense"]["evals"][-1]["valid_perplexity_averaged"]
+        yield optimizer, group, target, method_rows(group, target)
+
+
+def paper_perplexity(root, folder):
+    lines, steps = [], None
+    for optimizer, group, _, rows in paper_groups(root, folder):
+        for method in PAPER_LABELS:
+            if method in group:
+                steps = steps or [e["step"] for e in group[method]["evals"]]
+    head = ["run"] + [f"step {steps[0]}"] + [str(s) for s in steps[1:]] + [
+        "final, rank 0's replica", "replica divergence, end", "divergence warnings"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for optimizer, group, _, rows in paper_groups(root, folder):
+        for method, label in PAPER_LABELS.items():
+            if method not in group:
+                continue
+            ev = {e["step"]: e for e in group[method]["evals"]}
+            cells = [f"{ev[s]['valid_perplexity_averaged']:.1f}" if s in ev else "" for s in steps]
+            r = rows[method]
+            lines.append(f"| {label}, {OPTIMIZERS[optimizer]} | " + " | ".join(cells) +
+                         f" | {fmt(r.get('final_valid_replica'), '.1f')}"
+                         f" | {fmt(r.get('replica_divergence'), '.3f')} | {r['warnings']} |")
+    return lines + ["", source_line(folder, "validation perplexity of the averaged model at each evaluation")]
+
+
+def paper_steps(root, folder):
+    groups = list(paper_groups(root, folder))
+    methods = [m for m in PAPER_LABELS if any(m in g for _, g, _, _ in groups)]
+    lines = ["| | " + " | ".join(PAPER_LABELS[m] for m in methods) + " |", "|---|" + "---|" * len(methods)]
+    dense_bytes = None
+    for optimizer, group, target, rows in groups:
+        dense_steps = rows["dense"]["steps_to_target"]
+        cells = []
+        for m in methods:
+            n = rows.get(m, {}).get("steps_to_target")
+            if m not in rows:
+                cells.append("")
+            elif n is None:
+                cells.append("not reached")
+            elif m == "dense":
+                cells.append(f"{n:,.0f}")
+            else:
+                cells.append(f"{n:,.0f} ({n / dense_steps:.2f}x)")
+        lines.append(f"| {OPTIMIZERS[optimizer]}: steps to {target:.1f} (x dense) | " + " | ".join(cells) + " |")
+        dense_bytes = dense_bytes or rows["dense"].get("bytes_per_step")
+    bytes_row = []
+    _, _, _, rows = groups[0]
+    for m in methods:
+        b = rows.get(m, {}).get("bytes_per_step")
+        if b is None:
+            bytes_row.append("")
+        elif m == "dense":
+            bytes_row.append(f"{b:,.0f}")
+        else:
+            share = 100.0 * b / dense_bytes
+            text = "< 0.01" if share < 0.01 else f"{share:.2f}" if share < 10 else f"{share:.0f}"
+            bytes_row.append(f"{b:,.0f} ({text}%)")
+    lines.append("| bytes per step and rank (x dense) | " + " | ".join(bytes_row) + " |")
+    return lines + ["", source_line(folder, "target: dense's final x 1.1; steps interpolated on log perplexity")]
+
+
+for _prefix, _folder in PAPER_FOLDERS.items():
+    generator(f"{_prefix}-perplexity", _folder)(lambda root, folder=_folder: paper_perplexity(root, folder))
+    generator(f"{_prefix}-steps", _folder)(lambda root, folder=_folder: paper_steps(root, folder))
+
+
+# ---- A2SGD with Adam at 4 ranks: one exchange option changed at a time against its defaults ----
+SCREENS = "docs/results/paper-p4/screens"
+SCREEN_STEPS = (400, 800, 1200, 1400)
+SCREEN_ADDED_DEFAULTS = {"a2sgd_state_at_average": "keep"}  # a2sgd-train --help
+
+
+@generator("paper-p4-screens", SCREENS)
+def paper_p4_screens(root):
+    """Per screening run (SCREENS/<name>/a2sgd_adam.jsonl, scripts/studies/paper_experiment.sh --runs a2sgd_adam
+    with one a2sgd-train option added): what differs from the run `defaults` (the summary's lr, its
+    warm-up and a2sgd_* options), the averaged model's validation perplexity at fixed steps, the steps
+    to the screens' Adam target (SCREENS/dense_adam.jsonl's final x 1.1: the 4-rank experiment's
+    dense run of the screens' sittings, without the rate's warm-up) against dense's, the same
+    against a dense run with the same change where the screen has one, and the traffic."""
+    base = os.path.join(root, SCREENS)
+    runs = {}
+    for name in sorted(os.listdir(base)):
+        path = os.path.join(base, name, "a2sgd_adam.jsonl")
+        if os.path.isfile(path):
+            evals, _, warnings, _ = load_run(path)
+            summary = run_summary(path)
+            runs[name] = (evals, {"lr_warmup_steps": warmup_steps(path, summary), **summary}, warnings)
+    if "defaults" not in runs:
+        raise SystemExit(f"paper_report.py: {SCREENS} has no run 'defaults' to compare the others with")
+    dense = load_run(os.path.join(base, "dense_adam.jsonl"))[0]
+    target = 1.1 * dense[-1]["valid_perplexity_averaged"]
+    key = "valid_perplexity_averaged"
+    dense_steps = steps_to_target(dense, key, target)
+    # An option added to a2sgd-train after the defaults' run is missing from its summary: that run
+    # had the option's default (SCREEN_ADDED_DEFAULTS), and a run that sets it shows as changed.
+    ref = {**SCREEN_ADDED_DEFAULTS, **runs["defaults"][1]}
+    options = sorted({k for _, s, _ in runs.values() for k in s if k.startswith("a2sgd_")}) + ["lr", "lr_warmup_steps"]
+    lines = [f"Target: validation perplexity {target:.1f} (the 4-rank experiment's dense with Adam as it ran before "
+             f"the rate's warm-up was the default, final x 1.1; dense reaches it at step {dense_steps:,.0f}).", "",
+             "| run | changed from the defaults | " + " | ".join(f"step {s}" for s in SCREEN_STEPS)
+             + " | steps to target (x dense) | the same change on dense: its target, its steps, A2SGD's (x) "
+             "| divergence warnings | bytes per step and rank (x dense) |",
+             "|---|---|" + "---|" * len(SCREEN_STEPS) + "---|---|---|---|"]
+    for name in sorted(runs, key=lambda n: (n != "defaults", n)):
+        evals, summary, warnings = runs[name]
+        summary = {**SCREEN_ADDED_DEFAULTS, **summary}
+        changed = [f"`--{k.replace('_', '-')} {summary.get(k)}`" for k in options if summary.get(k) != ref.get(k)]
+        at = {e["step"]: e[key] for e in evals}
+        cells = [f"{at[s]:.1f}" if s in at else "-" for s in SCREEN_STEPS]
+        n = steps_to_target(evals, key, target)
+        reach = f"not by {evals[-1]['step']}" if n is None else f"{n:,.0f} ({n / dense_steps:.2f}x)"
+        # A change that is no exchange option (the rate's warm-up) may help dense as much: where the
+        # screen also ran dense with it (SCREENS/<name>/dense_adam.jsonl, the experiment's 1200 steps),
+        # A2SGD is measured against that dense run too.
+        same = "-"
+        dense_path = os.path.join(base, name, "dense_adam.jsonl")
+        if os.path.isfile(dense_path):
+            d_evals = load_run(dense_path)[0]
+            d_target = 1.1 * d_evals[-1][key]
+            d_steps = steps_to_target(d_evals, key, d_target)
+            a_steps = steps_to_target(evals, key, d_target)
+            same = (f"{d_target:.1f}, {d_steps:,.0f}, "
+                    + (f"not by {evals[-1]['step']}" if a_steps is None else f"{a_steps:,.0f} ({a_steps / d_steps:.2f}x)"))
+        share = 100.0 * summary["bytes_per_step"] / summary["dense_bytes_per_step"]
+        lines.append(f"| {name} | {', '.join(changed) or '-'} | " + " | ".join(cells)
+                     + f" | {reach} | {same} | {warnings} | {summary['bytes_per_step']:,.0f} ({share:.2f}%) |")
+    return lines + ["", source_line(SCREENS, "`scripts/studies/paper_experiment.sh --ranks 4 --steps 1400 --eval-every 100 "
+                                             "--runs a2sgd_adam --no-report -- --lr-warmup-steps 0 <option>`, one run "
+                                             "per option, before the warm-up was the default; `lrwarmup200` with "
+                                             "--lr-warmup-steps 200 instead")]
 
 
 def main():

@@ -49,6 +49,19 @@ def summary(path, who="reports"):
     return s
 
 
+def warmup_steps(path, summary):
+    """The rate's linear warm-up of a2sgd-train's metrics file PATH with its SUMMARY: the summary's
+    lr_warmup_steps, or for a run written before the summary had it, W from the first train record,
+    whose rate is base * step / W while step < W (the same base rate where there is no warm-up)."""
+    if "lr_warmup_steps" in summary:
+        return summary["lr_warmup_steps"]
+    train = records(path, "train")
+    if not train:
+        return 0
+    r = train[0]
+    return 0 if r["lr"] >= summary["lr"] else round(summary["lr"] * r["step"] / r["lr"])
+
+
 def read_config(path):
     """KEY = VALUE lines of an effective config.ini (comment lines, starting with #, left out)."""
     config = {}
