@@ -259,6 +259,29 @@ def _summary(root, models, command):
     return lines + ["", source_line(CONV, command)]
 
 
+# ---- the moment schemes on the MLP (docs/algorithm.md; the same study's runs, docs/results/moments) ----
+MOMENTS = "docs/results/moments"
+
+
+@generator("moments-mlp-p4", MOMENTS)
+def moments_mlp_p4(root):
+    """Per optimizer group: every run's final test accuracy (averaged model), its distance to the
+    group's dense run in points, and the replica divergence at the end."""
+    lines = ["| optimizer | run | test accuracy, averaged model | against dense (points) | replica divergence |",
+             "|---|---|---|---|---|"]
+    for optimizer in ("momentum", "adam"):
+        group = os.path.join(root, MOMENTS, f"mlp_p4_{optimizer}")
+        _, dense_final, rows = group_rows(group, "mlp")
+        for r in sorted(rows.values(), key=lambda r: (not r["reference"], r["config"])):
+            if r.get("diverged"):
+                lines.append(f"| {CONV_OPTIMIZERS[optimizer]} | {r['config']} | diverged | - | - |")
+                continue
+            gap = "" if r["reference"] else f"{100 * (r['final_averaged'] - dense_final):+.2f}"
+            lines.append(f"| {CONV_OPTIMIZERS[optimizer]} | {r['config']} | {r['final_averaged']:.4f} | {gap} "
+                         f"| {r.get('replica_divergence', 0):.2f} |")
+    return lines + ["", source_line(MOMENTS, "`scripts/studies/convergence_study.sh --model mlp --ranks 4`, 3 epochs")]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="the study's --out directory")

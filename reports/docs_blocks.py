@@ -28,20 +28,22 @@ import os
 import re
 import sys
 
-from . import (convergence_report, lr_sweep_report, network_model_report, network_report, outer_report, plot_metrics,
-               scaling_report)
-from . import paper_report, plot_bench, pytorch_report  # noqa: F401 (imported for the blocks they register)
-from .convergence_report import CONV, CONV_OPTIMIZERS, conv_groups
+from . import convergence_report, lr_sweep_report, network_model_report, outer_report, plot_metrics, scaling_report
+from . import (diagnostics_report, methods_report, network_report, paper_report, plot_bench,  # noqa: F401
+               pytorch_report)  # (imported for the blocks they register)
+from .convergence_report import CONV, conv_groups
+from .methods_report import MLP_METHODS
+from .network_report import NETWORK_BLOCKS, net_report as _net_report
 from .paper_report import PAPER_FOLDERS
 from .registry import GENERATORS, generator, source_line
-from .runs import load_run, read_config, records, summary as run_summary, warmup_steps
+from .runs import load_run, read_config, summary as run_summary
+from .scaling_report import NETWORK_TIMED, PROJECTION
 from .targets import steps_to_target
 
 OUTER, SWEEP, NETMODEL = outer_report.OUTER, lr_sweep_report.SWEEP, network_model_report.NETMODEL
 
 BEGIN = re.compile(r"^<!-- generated: ([a-z0-9-]+) -->$")
 END = re.compile(r"^<!-- end generated: ([a-z0-9-]+) -->$")
-# ---- learning-rate sweeps (docs/tuning.md) ----
 # ---- docs/results.md's opening table: its figures, each from the block that has it in full ----
 # group, row label, the section of docs/convergence.md the row links
 README_CONV = (("lstm_p2_sgd", "LSTM on Penn Treebank, 2 ranks, SGD: steps to tuned dense's final validation "
@@ -107,10 +109,6 @@ def _readme_conv_rows(root):
                   f"final {ref['final_averaged']:.1f} after {_epochs(root, group, ref['config'])} epochs")
         rows.append((label.format(target=f"{target:.1f}"), a_cell, d_cell, anchor, group, a, ref))
     return rows
-
-
-def _net_report(root, full, net, full_runs=None):
-    return network_report.build_report(os.path.join(root, full), os.path.join(root, net), full_runs=full_runs)[1]
 
 
 def _secs(v):
@@ -216,239 +214,13 @@ def results_headline(root):
                     "docs/convergence.md, docs/network.md and docs/benchmarks.md that the details column links)._"]
 
 
-# ---- the PyTorch example (docs/pytorch.md) ----
-# ---- the moment schemes on the MLP (docs/algorithm.md) ----
-MOMENTS = "docs/results/moments"
-
-
-@generator("moments-mlp-p4", MOMENTS)
-def moments_mlp_p4(root):
-    """Per optimizer group: every run's final test accuracy (averaged model), its distance to the
-    group's dense run in points, and the replica divergence at the end."""
-    lines = ["| optimizer | run | test accuracy, averaged model | against dense (points) | replica divergence |",
-             "|---|---|---|---|---|"]
-    for optimizer in ("momentum", "adam"):
-        group = os.path.join(root, MOMENTS, f"mlp_p4_{optimizer}")
-        _, dense_final, rows = convergence_report.group_rows(group, "mlp")
-        for r in sorted(rows.values(), key=lambda r: (not r["reference"], r["config"])):
-            if r.get("diverged"):
-                lines.append(f"| {CONV_OPTIMIZERS[optimizer]} | {r['config']} | diverged | - | - |")
-                continue
-            gap = "" if r["reference"] else f"{100 * (r['final_averaged'] - dense_final):+.2f}"
-            lines.append(f"| {CONV_OPTIMIZERS[optimizer]} | {r['config']} | {r['final_averaged']:.4f} | {gap} "
-                         f"| {r.get('replica_divergence', 0):.2f} |")
-    return lines + ["", source_line(MOMENTS, "`scripts/studies/convergence_study.sh --model mlp --ranks 4`, 3 epochs")]
-
-
-# ---- the paper experiment timed over the emulated network (docs/network.md) ----
-# block: (full runs on one node: steps to the target, the runs timed across emulated nodes)
-NETWORK_BLOCKS = {"network-lstm-p2": ("docs/results/paper", "docs/results/paper/network-250mbit-p2"),
-                  "network-lstm-p4": ("docs/results/paper-p4", "docs/results/paper-p4/network-250mbit-p4-ring")}
-# At 8 nodes the steps to the target come from the 8-rank convergence study (tuned dense and A2SGD's
-# defaults, docs/convergence.md), whose runs are named by configuration: network_report.py --full-run.
-# With Adam every method's run has the model's default warm-up of the rate (200 steps), dense's too.
-P8_FULL_RUNS = {"dense_sgd": "lstm_p8_sgd/dense-lr40.jsonl",
-                "a2sgd_sgd": f"lstm_p8_sgd/{convergence_report.LSTM_DEFAULTS['sgd']}.jsonl",
-                "dense_adam": "lstm_p8_adam/dense-lr0.002-lrw200.jsonl",
-                "a2sgd_adam": f"lstm_p8_adam/{convergence_report.LSTM_DEFAULTS['adam']}.jsonl"}
-# The compressed baselines' full runs (SGD and Adam): the paper experiment at 8 ranks, each at its best
-# rate of the 8-rank sweep, for A2SGD's 9 epochs (1,485 steps), next to the timed runs in docs/results/paper-p8/.
-P8_OPTIMIZERS = ("sgd", "adam")
-P8_FULL_RUNS.update({f"{method}_{optimizer}": f"../paper-p8/{method}_{optimizer}.jsonl"
-                     for optimizer in P8_OPTIMIZERS for method in ("topk", "qsgd", "powersgd")})
-P8_NAMES = {"dense": "dense", "a2sgd": "A2SGD's defaults", "topk": "Top-K", "qsgd": "QSGD", "powersgd": "PowerSGD"}
-
-
-def paper_p8_block(optimizer):
-    """docs/results.md: the 8-rank full runs with one optimizer (P8_FULL_RUNS): steps to tuned dense's
-    final x 1.1 (log-interpolated) against dense's, the final perplexity and the amortised bytes per step."""
-    def generate(root):
-        key = "valid_perplexity_averaged"
-        # The target and the steps to it as the network block has them (network_report.py).
-        report = _net_report(root, *NETWORK_BLOCKS["network-lstm-p8"])[optimizer]
-        target, dense_steps = report["target"], report["runs"]["dense"]["steps_to_target"]
-        runs = {}
-        for name, rel in P8_FULL_RUNS.items():
-            method, run_optimizer = name.rsplit("_", 1)
-            if run_optimizer == optimizer:
-                path = os.path.join(root, "docs/results/convergence", rel)
-                summary = run_summary(path)
-                runs[method] = (load_run(path)[0], summary, warmup_steps(path, summary))
-        lines = [f"| run | steps to {target:.1f} (x dense) | final (steps run) | bytes per step and rank, amortised "
-                 "(x dense) |", "|---|---|---|---|"]
-        for method in sorted(runs, key=lambda m: list(P8_NAMES).index(m)):
-            evals, summary, warm = runs[method]
-            n = report["runs"][method]["steps_to_target"]
-            reach = f"not by {evals[-1]['step']}" if n is None else f"{n:,.0f} ({n / dense_steps:.2f}x)"
-            amortised = summary["total_comm_bytes"] / summary["steps"]
-            rate = f"lr {summary['lr']:g}" + (f" warmed up over {warm} steps" if warm else "")
-            lines.append(f"| {P8_NAMES[method]}, {rate} | {reach} | {evals[-1][key]:.1f} "
-                         f"({summary['steps']:,}) | {amortised:,.0f} "
-                         f"({100 * amortised / summary['dense_bytes_per_step']:.2f}%) |")
-        return lines + ["", f"_Generated by `python3 -m reports docs` from `docs/results/convergence/lstm_p8_{optimizer}/` "
-                        "(dense, A2SGD) and `docs/results/paper-p8/` (the baselines)._"]
-    return generate
-
-
-for _optimizer in P8_OPTIMIZERS:
-    generator(f"paper-p8-{_optimizer}", "docs/results/paper-p8")(paper_p8_block(_optimizer))
-
-
-NETWORK_BLOCKS["network-lstm-p8"] = ("docs/results/convergence", "docs/results/paper-p8/network-250mbit-p8-ring",
-                                     P8_FULL_RUNS)
-# The MLP (docs/network.md): scripts/studies/compare_methods.sh's full runs at P ranks, each method then timed
-# across P emulated nodes at three link rates (A2SGD_COMPARE_NETWORK=RATE, into the full runs' folder).
-for _p in (2, 4):
-    for _rate in ("100mbit", "1gbit", "none"):
-        NETWORK_BLOCKS[f"network-mlp-p{_p}-{_rate}"] = (f"docs/results/mlp-methods-p{_p}",
-                                                       f"docs/results/mlp-methods-p{_p}/network-{_rate}-p{_p}")
-
-
-def network_block(full, net, full_runs=None):
-    def generate(root):
-        md, _ = network_report.build_report(os.path.join(root, full), os.path.join(root, net), full_runs=full_runs)
-        lines = []
-        for line in md[2:]:  # the report's title names a folder; the block's source line does that
-            lines.append(f"**{line[3:]}**" if line.startswith("## ") else line)
-        while lines and not lines[-1]:
-            lines.pop()
-        mapping = "".join(f" --full-run {k}={v}" for k, v in (full_runs or {}).items())
-        return lines + ["", source_line(net, f"`python3 -m reports network {full} {net}{mapping}`: steps to the target "
-                                             "from the full runs x the step timed over the network")]
-    return generate
-
-
-for _name, (_full, _net, *_runs) in NETWORK_BLOCKS.items():
-    generator(_name, _net)(network_block(_full, _net, *_runs))
-
-
-# ---- every method on the MLP, 2 ranks of one node (docs/benchmarks.md) ----
-MLP_METHODS = "docs/results/mlp-methods-p2"
-
-
-@generator("mlp-methods-p2", MLP_METHODS)
-def mlp_methods_p2(root):
-    """Per method (scripts/studies/compare_methods.sh's runs: <method>/metrics.jsonl and config.ini): its
-    optimizer, rate and method options, test accuracy, time per step and its parts, bytes."""
-    base = os.path.join(root, MLP_METHODS)
-    runs = {}
-    for method in sorted(os.listdir(base)):
-        path = os.path.join(base, method, "metrics.jsonl")
-        if os.path.isfile(path):
-            runs[method] = (run_summary(path), read_config(os.path.join(base, method, "config.ini")))
-    if "dense" not in runs:
-        raise SystemExit(f"docs_blocks.py: {MLP_METHODS} has no dense run")
-    dense_bytes = runs["dense"][0]["bytes_per_step"]
-    lines = ["| method | optimizer, lr, options | test accuracy, rank 0 / averaged | ms per step | compress ms "
-             "| comm ms | bytes per step and rank | vs dense |", "|---|---|---|---|---|---|---|---|"]
-    for method in sorted(runs, key=lambda m: (m != "dense", m)):
-        r, config = runs[method]
-        # The method's own options; of A2SGD's, the three that set its traffic and its drift.
-        keys = (("a2sgd-granularity", "a2sgd-zero-gradient", "a2sgd-average-every") if method == "a2sgd"
-                else sorted(k for k in config if k.startswith(method + "-")))
-        options = [f"`--{k} {config[k]}`" for k in keys if k in config]
-        setting = ", ".join([f"{r['optimizer']} {r['lr']:g}"] + options)
-        lines.append(f"| {method} | {setting} | {r['test_accuracy']:.4f} / {r['test_accuracy_averaged']:.4f} "
-                     f"| {1e3 * r['step_time_s']:.3f} | {1e3 * r['compress_s_per_step']:.3f} "
-                     f"| {1e3 * r['comm_s_per_step']:.3f} | {r['bytes_per_step']:,.0f} "
-                     f"| {dense_bytes / r['bytes_per_step']:,.0f}x |")
-    return lines + ["", source_line(MLP_METHODS, "`scripts/studies/compare_methods.sh`, 2 ranks, 3 epochs, every method's "
-                                                 "summary")]
-
-
-# ---- per-tensor diagnostics of the pure exchange (docs/convergence.md, why pure A2SGD drifts) ----
-DIAGNOSTICS = "docs/results/diagnostics"
-DIAG_TENSORS = (("embedding.weight", "embedding"), ("lstm0.weight_ih", "layer 1 input"), ("decoder.weight", "decoder"))
-
-
-@generator("diagnostics-lstm-p2", DIAGNOSTICS)
-def diagnostics_lstm_p2(root):
-    """Per zero-gradient rule (move, hold), at the first and the last diagnostics step: the
-    embedding's fraction of exactly-zero gradient entries and the share of its update norm that
-    falls on them, and per tensor the update's norm against the averaged gradient's."""
-    lines = ["| zero-gradient rule | step | embedding: zero-gradient entries | embedding: update on them "
-             "| update / averaged gradient: " + ", ".join(label for _, label in DIAG_TENSORS) + " |",
-             "|---|---|---|---|---|"]
-    for rule in ("move", "hold"):
-        path = os.path.join(root, DIAGNOSTICS, f"lstm_p2_{rule}.jsonl")
-        diagnostics = records(path, "diagnostics")
-        if not diagnostics:
-            raise SystemExit(f"docs_blocks.py: {path} holds no diagnostics records")
-        for r in (diagnostics[0], diagnostics[-1]):
-            ratios = ", ".join(f"{r[t + '.update_ratio']:,.2f}" for t, _ in DIAG_TENSORS)
-            lines.append(f"| {rule} | {r['step']} | {100 * r['embedding.weight.zero_fraction']:.0f}% "
-                         f"| {100 * r['embedding.weight.zero_update_share']:.0f}% | {ratios} |")
-    return lines + ["", source_line(DIAGNOSTICS, "`a2sgd-train --diagnostics-every 20`, 2 ranks, 200 steps")]
-
-
-# ---- scaling: measured rank counts and the projection (docs/scaling.md) ----
-PROJECTION = "docs/results/scaling/projection"
-PROJECTION_COMMAND = "`scripts/studies/scaling_projection.sh`, then `reports/scaling_report.py`'s model"
-
-
-@generator("scaling-measured", CONV)
-def scaling_measured(root):
-    return scaling_report.measured_table(os.path.join(root, CONV)) + [
-        "", source_line(CONV, "`reports/convergence_report.py`'s groups, per rank count")]
-
-
-@generator("scaling-drift", CONV)
-def scaling_drift(root):
-    return scaling_report.drift_table(os.path.join(root, CONV)) + [
-        "", source_line(CONV, "`reports/scaling_report.py`'s drift table: per group the default run whose rate "
-                              "stayed uncut longest")]
-
-
-def _projection_block(gbit):
-    def generate(root):
-        return scaling_report.projection_table(os.path.join(root, PROJECTION), gbit) + [
-            "", source_line(PROJECTION, PROJECTION_COMMAND)]
-    return generate
-
-
-for _gbit in (25, 200):
-    generator(f"scaling-projection-{_gbit}", PROJECTION)(_projection_block(_gbit))
-
-
-@generator("scaling-allreduce", PROJECTION)
-def scaling_allreduce(root):
-    return scaling_report.allreduce_lines(os.path.join(root, PROJECTION)) + [
-        "", source_line(PROJECTION, PROJECTION_COMMAND)]
-
-
-@generator("scaling-time-to-target", PROJECTION)
-def scaling_time_to_target(root):
-    return scaling_report.time_to_target(os.path.join(root, PROJECTION), os.path.join(root, CONV)) + [
-        "", source_line(PROJECTION, PROJECTION_COMMAND + " with the steps of docs/results/convergence/")]
-
-
-# The paper experiment's runs timed across 2, 4 and 8 emulated nodes at 250 Mbit/s (network.md's
-# network-lstm-p2/-p4/-p8 blocks), per node count.
-NETWORK_TIMED = {2: NETWORK_BLOCKS["network-lstm-p2"][1], 4: NETWORK_BLOCKS["network-lstm-p4"][1],
-                 8: NETWORK_BLOCKS["network-lstm-p8"][1]}
-
-
-def _scaling_network(optimizer):
-    def generate(root):
-        timed = {n: os.path.join(root, d) for n, d in NETWORK_TIMED.items()}
-        folders = ", ".join(f"`{d}/`" for d in NETWORK_TIMED.values())
-        return scaling_report.network_table(timed, optimizer) + [
-            "", f"_Generated by `python3 -m reports docs` from {folders} (`scripts/studies/paper_experiment.sh --network "
-                "250mbit --ranks P`; `reports/scaling_report.py`'s network table)._"]
-    return generate
-
-
-for _optimizer in ("sgd", "adam"):
-    generator(f"scaling-network-{_optimizer}", NETWORK_TIMED[8])(_scaling_network(_optimizer))
-
-
 # ---- plots: data folder -> f(root, out) drawing its PNGs into out ----
 def _paper_plots(folder):
     return lambda root, out: plot_metrics.plot(os.path.join(root, folder), out=out)
 
 
 # data folder -> (the code that draws its PNGs, as --list names it; the drawing function)
-PLOTS = {**{folder: ("plot_metrics.py", _paper_plots(folder)) for folder in PAPER_FOLDERS.values()},
+PLOTS = {**{folder: ("plot_metrics.plot", _paper_plots(folder)) for folder in PAPER_FOLDERS.values()},
          SWEEP: ("lr_sweep_report.plot", lambda root, out: lr_sweep_report.plot(os.path.join(root, SWEEP), out)),
          NETMODEL: ("network_model_report.plot", lambda root, out: network_model_report.plot(
              out, network_model_report.load_results(os.path.join(root, NETMODEL)), {})),
@@ -491,11 +263,11 @@ RESULTS = "docs/results"
 FOLDERS = {
     "bench": ("`benchmarks/kernel_bench.sh`", "`docs` (plot_bench.bench_kernels: medians of the runs)"),
     "convergence": ("`scripts/studies/convergence_study.sh`", "`convergence`"),
-    "diagnostics": ("`a2sgd-train --diagnostics-every` (docs/results.md's command)", "`docs` (diagnostics_lstm_p2)"),
+    "diagnostics": ("`a2sgd-train --diagnostics-every` (docs/results.md's command)", "`docs` (diagnostics_report)"),
     "lr-sweep": ("`scripts/studies/lr_sweep.sh`", "`lr-sweep`"),
-    "mlp-methods-p2": ("`scripts/studies/compare_methods.sh`", "`network` (its network-*/ timings)"),
+    "mlp-methods-p2": ("`scripts/studies/compare_methods.sh`", "`docs` (methods_report); `network` (its network-*/ timings)"),
     "mlp-methods-p4": ("`scripts/studies/compare_methods.sh`", "`network` (its network-*/ timings)"),
-    "moments": ("`scripts/studies/convergence_study.sh --model mlp`", "`convergence`"),
+    "moments": ("`scripts/studies/convergence_study.sh --model mlp`", "`convergence` (its moments block)"),
     "network": ("`scripts/studies/network_study.sh`; links-check/: `scripts/studies/cluster/links_check.sh`",
                 "`network-model`"),
     "outer": ("`scripts/studies/outer_study.sh`; network-*/: `scripts/studies/outer_network.sh`", "`outer`"),
