@@ -26,6 +26,7 @@ import os
 import re
 import sys
 
+from .plots import pyplot
 from .registry import generator, source_line
 from .runs import load_run
 from .targets import steps_to_accuracy, steps_to_target
@@ -118,11 +119,8 @@ def group_rows(directory, model, dense_reference=None, bytes_basis="run"):
 
 
 def plot(path, title, rows, xlabel_note):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         print("convergence_report.py: matplotlib missing; no plot", file=sys.stderr)
         return False
     reached = [r for r in rows.values() if r.get("bytes_per_step") and r["steps_to_target"] is not None]

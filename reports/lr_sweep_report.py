@@ -18,6 +18,7 @@ import math
 import os
 import re
 
+from .plots import require
 from .registry import generator, source_line
 from .runs import load_run
 
@@ -138,10 +139,8 @@ def report(directory):
 def plot(directory, out=None):
     """DIR/<cell>.png (or OUT/<cell>.png): each method's final score against the learning rate (log
     axis), diverged rates marked at the top (or bottom) of the axis. Needs matplotlib."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker  # noqa: F401
+    plt = require("lr_sweep_report.py")
+    import matplotlib.ticker
     paths = []
     for cell, methods in read_sweep(directory).items():
         model = CELL.match(cell).group(1)

@@ -26,6 +26,7 @@ import os
 import re
 import statistics
 
+from .plots import pyplot
 from .registry import generator, source_line
 from .runs import records
 
@@ -85,11 +86,8 @@ def rate_figure(plt, series, ylabel, title, path):
 
 
 def plot(directory, results, other):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return []
     made = []
     for nodes, collectives in sorted({(r["nodes"], r["collectives"]) for r in results}):

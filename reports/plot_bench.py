@@ -17,6 +17,7 @@ import statistics
 import sys
 from collections import defaultdict
 
+from .plots import pyplot
 from .registry import current_paths, generator, source_line
 
 
@@ -85,12 +86,8 @@ def main():
     parser.add_argument("--out", default=".", help="directory for the PNG files (default: .)")
     args = parser.parse_args()
 
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         sys.exit("plot_bench.py: matplotlib is missing (apt-get install python3-matplotlib)")
 
     series = defaultdict(lambda: defaultdict(list))  # (values, link, alpha) -> method -> [(p, ms)]

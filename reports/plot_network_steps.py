@@ -17,6 +17,7 @@ import re
 import sys
 
 from .network_model_report import rate_figure, rate_gbps
+from .plots import require
 
 
 def load(directory):
@@ -61,9 +62,7 @@ def table(nodes, optimizer, points):
 
 
 def plot(directory, nodes, optimizer, points, title):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = require("plot_network_steps.py")
     series = []
     for method in methods_of(points):
         meas = [(g, runs[method]["step_s"]) for g, _, runs in points if "step_s" in runs.get(method, {})]

@@ -12,3 +12,11 @@ def pyplot():
     import matplotlib.pyplot as plt
     return plt
 
+
+
+def require(who):
+    """pyplot() where a report cannot go on without it: ImportError naming the report otherwise."""
+    plt = pyplot()
+    if plt is None:
+        raise ImportError(f"{who}: matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
+    return plt

@@ -25,6 +25,7 @@ import sys
 from . import convergence_report
 from .convergence_report import CONV
 from .network_report import NETWORK_BLOCKS
+from .plots import require
 from .registry import generator, source_line
 from .runs import load_run, read_config, records
 
@@ -271,9 +272,7 @@ def drift_table(convergence):
 
 
 def plot(projection_dir, convergence, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = require("scaling_report.py")
     os.makedirs(out, exist_ok=True)
     runs, links, ranks, compute_s = projection(projection_dir)
     for gbit, alpha in links:
@@ -373,9 +372,7 @@ def network_table(timed, optimizer):
 def plot_network(timed, out):
     """network_steps.png: each method's measured (solid) and modelled (dashed) step against the node
     count, one panel per optimizer."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = require("scaling_report.py")
     rows = network_rows(timed)
     optimizers = sorted({o for _, o in rows})
     fig, axes = plt.subplots(1, len(optimizers), figsize=(6 * len(optimizers), 4.5), squeeze=False)
