@@ -20,7 +20,6 @@ Definitions (docs/convergence.md):
 - "within 1.5x": steps to target at most 1.5 x dense's own steps to the same target.
 """
 import argparse
-import json
 import math
 import os
 import re
@@ -30,6 +29,7 @@ from .plots import pyplot
 from .registry import generator, source_line
 from .runs import load_run
 from .targets import steps_to_accuracy, steps_to_target
+from .tables import write_report
 
 
 # A2SGD's defaults on the language model (a2sgd-train's, docs/algorithm.md) as convergence_study.sh
@@ -351,11 +351,7 @@ def main():
                 md += [f"![{group}]({png})", ""]
     if not out:
         sys.exit(f"convergence_report.py: error: no group with a finished dense run in {args.dir}")
-    with open(os.path.join(args.dir, "report.json"), "w") as f:
-        json.dump(out, f, indent=1)
-    with open(os.path.join(args.dir, "report.md"), "w") as f:
-        f.write("\n".join(md) + "\n")
-    print("\n".join(md))
+    write_report(args.dir, "report", md, out)
 
 
 if __name__ == "__main__":

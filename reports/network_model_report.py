@@ -20,7 +20,6 @@ method's measured communication) instead of communication alone.
 import argparse
 import csv
 import glob
-import json
 import math
 import os
 import re
@@ -29,6 +28,7 @@ import statistics
 from .plots import pyplot
 from .registry import generator, source_line
 from .runs import records
+from .tables import write_report
 
 LARGE = 64 << 10
 
@@ -341,11 +341,7 @@ def main():
             md += [f"## Collective algorithms, {nodes} nodes", ""] + tables + [""]
     made = plot(args.dir, results, other)
     md += [f"![{m}]({m})" for m in made]
-    with open(os.path.join(args.dir, "model_report.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    with open(os.path.join(args.dir, "model_report.md"), "w") as f:
-        f.write("\n".join(md) + "\n")
-    print("\n".join(md))
+    write_report(args.dir, "model_report", md, results)
 
 
 def fmt_abs(v):

@@ -20,14 +20,13 @@ default one):
 - ratio A : B = time(B) / time(A): how many times faster run A reaches the target.
 """
 import argparse
-import json
 import os
 import sys
 
 from .convergence_report import LSTM_DEFAULTS
 from .registry import generator, source_line
 from .runs import load_run, summary as run_summary, warmup_steps
-from .tables import fmt
+from .tables import fmt, write_report
 from .targets import steps_to_accuracy, steps_to_target
 
 PAPER_RATIOS = {"topk": 3.2, "qsgd": 23.2}
@@ -318,11 +317,7 @@ def main():
     if unknown:
         sys.exit(f"network_report.py: error: --full-run names runs that {args.net} has not timed: {', '.join(unknown)}")
     md, out = build_report(args.full, args.net, args.model, args.stated, args.full_runs)
-    with open(os.path.join(args.net, args.report + ".json"), "w") as fh:
-        json.dump(out, fh, indent=1)
-    with open(os.path.join(args.net, args.report + ".md"), "w") as fh:
-        fh.write("\n".join(md) + "\n")
-    print("\n".join(md))
+    write_report(args.net, args.report, md, out)
 
 
 if __name__ == "__main__":

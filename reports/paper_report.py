@@ -21,13 +21,12 @@ Definitions (docs/results.md):
   the target; undefined when either never reaches it.
 """
 import argparse
-import json
 import os
 import sys
 
 from .registry import generator, source_line
 from .runs import load_run, summary as run_summary, warmup_steps
-from .tables import fmt
+from .tables import fmt, write_report
 from .targets import steps_to_target
 
 PROJECTIONS = [(p, g) for g in (10, 100) for p in (8, 32, 128)]
@@ -321,11 +320,7 @@ def main():
 
         md += group_markdown(optimizer, target, why, rows, ratios)
 
-    with open(os.path.join(args.dir, args.name + ".json"), "w") as f:
-        json.dump(out, f, indent=1)
-    with open(os.path.join(args.dir, args.name + ".md"), "w") as f:
-        f.write("\n".join(md) + "\n")
-    print("\n".join(md))
+    write_report(args.dir, args.name, md, out)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """Numbers and Markdown tables as every report writes them: "-" for a missing value."""
+import json
 import math
+import os
 
 
 def fmt(v, spec):
@@ -17,3 +19,13 @@ def markdown_table(header, rows, align=None):
              "|" + "|".join(rule[a] for a in (align or "l" * len(header))) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return lines
+
+
+def write_report(directory, name, lines, data):
+    """DIRECTORY/NAME.md (the Markdown LINES) and DIRECTORY/NAME.json (DATA, indented), then the
+    Markdown on standard output: what every study's report leaves next to its runs."""
+    with open(os.path.join(directory, name + ".json"), "w") as f:
+        json.dump(data, f, indent=1)
+    with open(os.path.join(directory, name + ".md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
