@@ -38,6 +38,7 @@ from .paper_report import PAPER_FOLDERS
 from .registry import GENERATORS, generator, source_line
 from .runs import load_run, read_config, summary as run_summary
 from .scaling_report import NETWORK_TIMED, PROJECTION
+from .tables import markdown_table
 from .targets import steps_to_target
 
 OUTER, SWEEP, NETMODEL = outer_report.OUTER, lr_sweep_report.SWEEP, network_model_report.NETMODEL
@@ -304,11 +305,12 @@ def results_map(root):
                 figures.add(os.path.relpath(shown, RESULTS).split(os.sep)[0])
         for top in sorted(figures & set(used)):
             used[top].setdefault(rel, []).append("figures")
-    lines = ["| folder | driver | report (`python3 -m reports ...`) | blocks and figures it feeds |", "|---|---|---|---|"]
+    rows = []
     for d in folders:
         driver, report = FOLDERS[d]
         fed = "; ".join(f"[{doc}](../../{doc}): {', '.join(what)}" for doc, what in used[d].items())
-        lines.append(f"| [`{d}/`]({d}/) | {driver} | {report} | {fed or '-'} |")
+        rows.append([f"[`{d}/`]({d}/)", driver, report, fed or "-"])
+    lines = markdown_table(["folder", "driver", "report (`python3 -m reports ...`)", "blocks and figures it feeds"], rows)
     return lines + ["", source_line(RESULTS, "the folders, `FOLDERS` in reports/docs_blocks.py, and the documents' "
                                              "markers and images")]
 

@@ -8,6 +8,7 @@ import json
 import os
 
 from .registry import generator, source_line
+from .tables import markdown_table
 
 TORCH = "docs/results/pytorch"
 TORCH_LABELS = {"allreduce": "DDP's all-reduce (no hook)", "fp16": "torch fp16_compress_hook",
@@ -71,8 +72,7 @@ def pytorch_hook_compute(root):
     with open(os.path.join(root, TORCH, "hook_compute.json")) as f:
         r = json.load(f)
     med, q = r["median_ms"], r["ratios"]
-    lines = ["| pass | median ms |", "|---|---|"]
-    lines += [f"| {name} | {ms:.2f} |" for name, ms in med.items()]
+    lines = markdown_table(["pass", "median ms"], [[name, f"{ms:.2f}"] for name, ms in med.items()])
     lines += ["", f"A2SGD's encode at {100 * q['encode_of_read_ceiling']:.0f}% of the read ceiling (the fastest of the "
               f"`read:` passes), its decode at {100 * q['decode_of_rmw_ceiling']:.0f}% of the read-modify-write "
               f"ceiling (the fastest `rmw:` pass); torch's fp16 hook's compute takes "
