@@ -95,17 +95,18 @@ if out.returncode == 0:
     check(bad.returncode != 0 and "--report" in bad.stderr and not os.path.exists(os.path.join(work, "escape.json")),
           f"--report with a path is refused (got {bad.returncode}: {bad.stderr.strip()})")
 
-# docs_blocks.py's network-lstm-p2 block from the same runs laid out as the results tree holds them:
+# the network-lstm-p2 block (network_report) from the same runs laid out as the results tree holds them:
 # the time to the target and the ratio as the report has them, headings turned into bold lines.
 sys.path.insert(0, root)
-from reports import docs_blocks  # noqa: E402
+from reports import network_report as net_blocks  # noqa: E402
+from reports.registry import GENERATORS  # noqa: E402
 tree = os.path.join(work, "tree")
-full_p2, net_p2 = docs_blocks.NETWORK_BLOCKS["network-lstm-p2"]
+full_p2, net_p2 = net_blocks.NETWORK_BLOCKS["network-lstm-p2"]
 for name in ("dense_sgd", "a2sgd_sgd"):
     for src, dst in ((full, full_p2), (net, net_p2)):
         os.makedirs(os.path.join(tree, dst), exist_ok=True)
         shutil.copy(os.path.join(src, name + ".jsonl"), os.path.join(tree, dst, name + ".jsonl"))
-block = "\n".join(docs_blocks.GENERATORS["network-lstm-p2"][0](tree))
+block = "\n".join(GENERATORS["network-lstm-p2"][0](tree))
 print(block)
 check(re.search(r"\*\*sgd: target validation perplexity 110 \(dense's final after its [0-9,]+ steps x 1\.1\)\*\*", block) is not None and "## " not in block,
       "the block's heading is a bold line with the target")
