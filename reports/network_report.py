@@ -149,7 +149,7 @@ def method_row(r, reach, key, target):
     return row
 
 
-def ratios_of(rows):
+def speedups_over_network(rows):
     """Every A2SGD run against dense, Top-K, QSGD and PowerSGD (where timed): how many times faster to
     the target."""
     ratios = {}
@@ -168,7 +168,7 @@ def ratios_of(rows):
     return ratios
 
 
-def group_markdown(optimizer, model, target, rule, rows, ratios):
+def network_group_markdown(optimizer, model, target, rule, rows, ratios):
     unit = "validation perplexity" if model == "lstm" else "test accuracy"
     md = [f"## {optimizer}: target {unit} {target:.4g} ({rule})", "",
           "| run | steps to target (full run) | ms per step over the network (comm) | modelled ms per step "
@@ -217,9 +217,9 @@ def build_report(full, net, model=None, stated=None, full_runs=None):
                   file=sys.stderr)
             continue
         rows = {method: method_row(r, reach, key, target) for method, r in runs.items()}
-        ratios = ratios_of(rows)
+        ratios = speedups_over_network(rows)
         out[optimizer] = dict(target=target, target_rule=rule, link=link, runs=rows, ratios=ratios)
-        md += group_markdown(optimizer, model, target, rule, rows, ratios)
+        md += network_group_markdown(optimizer, model, target, rule, rows, ratios)
     return md, out
 
 

@@ -45,7 +45,7 @@ def load_runs(directory):
     return runs
 
 
-def step_seconds(summary, p, gbps):
+def modelled_step_seconds(summary, p, gbps):
     decode = summary["optimizer_s_per_step"]
     if summary.get("decode_scales_with_ranks"):
         decode *= p / summary["world_size"]
@@ -74,13 +74,13 @@ def method_rows(group, target):
             n = row["steps_to_target"]
             row["measured_s_to_target"] = None if n is None else n * s["step_time_s"]
             row["modelled_s_to_target"] = {
-                f"p{p}_{g}gbps": (None if n is None else n * step_seconds(s, p, g)) for p, g in PROJECTIONS}
-            row["modelled_step_ms"] = {f"p{p}_{g}gbps": 1e3 * step_seconds(s, p, g) for p, g in PROJECTIONS}
+                f"p{p}_{g}gbps": (None if n is None else n * modelled_step_seconds(s, p, g)) for p, g in PROJECTIONS}
+            row["modelled_step_ms"] = {f"p{p}_{g}gbps": 1e3 * modelled_step_seconds(s, p, g) for p, g in PROJECTIONS}
         rows[method] = row
     return rows
 
 
-def ratios_of(rows):
+def speedups_to_target(rows):
     """Every A2SGD run against Top-K and QSGD, measured and modelled."""
     ratios = {}
     for a in sorted(m for m in rows if m.startswith("a2sgd")):
@@ -100,7 +100,7 @@ def ratios_of(rows):
     return ratios
 
 
-def group_markdown(optimizer, target, why, rows, ratios):
+def paper_group_markdown(optimizer, target, why, rows, ratios):
     md = []
     md += [f"## {optimizer.upper()}: target validation perplexity {target:.1f} ({why})", ""]
     md += ["| run | final valid ppl, averaged / replica 0 | replica divergence | bytes per step | ms per step "
@@ -315,10 +315,10 @@ def main():
             print(f"paper_report.py: warning: {optimizer}: no dense run and no --target; skipped", file=sys.stderr)
             continue
         rows = method_rows(group, target)
-        ratios = ratios_of(rows)
+        ratios = speedups_to_target(rows)
         out[optimizer] = dict(target=target, target_rule=why, runs=rows, ratios=ratios)
 
-        md += group_markdown(optimizer, target, why, rows, ratios)
+        md += paper_group_markdown(optimizer, target, why, rows, ratios)
 
     write_report(args.dir, args.name, md, out)
 

@@ -13,7 +13,7 @@ import math
 import os
 import sys
 
-from .paper_report import load_runs, step_seconds
+from .paper_report import load_runs, modelled_step_seconds
 from .plots import pyplot
 
 
@@ -45,7 +45,7 @@ def plot(directory, ranks=32, out=None):
                 steps = [s for s, _ in points]
                 ppl = [v for _, v in points]
                 by_step.plot(steps, ppl, marker="o", markersize=3, label=method)
-                per_step = step_seconds(summary, ranks, gbps)
+                per_step = modelled_step_seconds(summary, ranks, gbps)
                 by_time.plot([s * per_step / 60 for s in steps], ppl, marker="o", markersize=3,
                              label=f"{method} ({1e3 * per_step:.0f} ms/step)")
             for ax in (by_step, by_time):

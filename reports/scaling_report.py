@@ -86,7 +86,7 @@ def lstm_flops(summary, bptt):
     return 3 * per_token * int(summary["batch_size"]) * bptt
 
 
-def step_seconds(summary, p, gbit, compute_s):
+def projected_step_seconds(summary, p, gbit, compute_s):
     comm = summary[f"modelled_comm_s_p{p}_{round(gbit)}gbps"]
     apply_bytes = summary["kernel_bytes_apply"]
     if summary.get("decode_scales_with_ranks"):
@@ -114,10 +114,10 @@ def projection_table(directory, gbit):
     for p in ranks:
         if p not in SHOWN_RANKS:
             continue
-        cells = [f"{1e3 * step_seconds(runs[m][0], p, gbit, compute_s):.3f}" for m in methods]
-        ratio = step_seconds(runs["dense"][0], p, gbit, compute_s) / step_seconds(runs["a2sgd"][0], p, gbit, compute_s)
+        cells = [f"{1e3 * projected_step_seconds(runs[m][0], p, gbit, compute_s):.3f}" for m in methods]
+        ratio = projected_step_seconds(runs["dense"][0], p, gbit, compute_s) / projected_step_seconds(runs["a2sgd"][0], p, gbit, compute_s)
         slow = COMPUTE_SLOWDOWN * compute_s
-        ratio10 = step_seconds(runs["dense"][0], p, gbit, slow) / step_seconds(runs["a2sgd"][0], p, gbit, slow)
+        ratio10 = projected_step_seconds(runs["dense"][0], p, gbit, slow) / projected_step_seconds(runs["a2sgd"][0], p, gbit, slow)
         lines.append(f"| {p:,} | " + " | ".join(cells) + f" | {ratio:.1f} | {ratio10:.1f} |")
     return lines
 
@@ -166,8 +166,8 @@ def time_to_target(directory, convergence):
             continue
         a = min(a2, key=lambda r: r["steps_to_target"])
         for gbit, _ in links:
-            td = step_seconds(runs["dense"][0], p, gbit, compute_s)
-            ta = step_seconds(runs["a2sgd"][0], p, gbit, compute_s)
+            td = projected_step_seconds(runs["dense"][0], p, gbit, compute_s)
+            ta = projected_step_seconds(runs["a2sgd"][0], p, gbit, compute_s)
             sd, sa = ref["steps_to_target"], a["steps_to_target"]
             lines.append(f"| {p} ranks, {m.group(2)}: {ref['config']} vs {a['config']} | {gbit:g} Gbit/s | "
                          f"{sd:,.0f} x {1e3 * td:.3f} = {sd * td:.2f} | {sa:,.0f} x {1e3 * ta:.3f} = {sa * ta:.2f} | "
@@ -278,7 +278,7 @@ def plot(projection_dir, convergence, out):
     for gbit, alpha in links:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for m in [m for m in ORDER if m in runs]:
-            ax.plot(ranks, [1e3 * step_seconds(runs[m][0], p, gbit, compute_s) for p in ranks], marker="o",
+            ax.plot(ranks, [1e3 * projected_step_seconds(runs[m][0], p, gbit, compute_s) for p in ranks], marker="o",
                     label=LABELS.get(m, m))
         ax.axhline(1e3 * compute_s, color="grey", linestyle=":", label="compute alone")
         ax.set_xscale("log", base=2)

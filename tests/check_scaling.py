@@ -105,7 +105,7 @@ check(abs(c - compute) < 1e-12 and links == [(25.0, 15.0)] and ranks == [2, 64],
 dense64 = compute + 1e-3 + 12e-3
 a2sgd64 = compute + 0.2e-3 + 2e-4
 topk64 = compute + 3.2e-3 + 2e-3
-got = [scaling_report.step_seconds(runs_[m][0], 64, 25.0, compute) for m in ("dense", "a2sgd", "topk")]
+got = [scaling_report.projected_step_seconds(runs_[m][0], 64, 25.0, compute) for m in ("dense", "a2sgd", "topk")]
 check(all(abs(g - w) < 1e-12 for g, w in zip(got, (dense64, a2sgd64, topk64))),
       f"steps at 64 ranks {got}, expected {(dense64, a2sgd64, topk64)} (Top-K's decode x 32)")
 table = scaling_report.projection_table(proj, 25.0)
