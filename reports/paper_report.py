@@ -26,7 +26,7 @@ import sys
 
 from .registry import generator, source_line
 from .runs import load_run, summary as run_summary, warmup_steps
-from .tables import fmt, write_report
+from .tables import fmt, table_head, write_report
 from .targets import steps_to_target
 
 PROJECTIONS = [(p, g) for g in (10, 100) for p in (8, 32, 128)]
@@ -103,10 +103,7 @@ def speedups_to_target(rows):
 def paper_group_markdown(optimizer, target, why, rows, ratios):
     md = []
     md += [f"## {optimizer.upper()}: target validation perplexity {target:.1f} ({why})", ""]
-    md += ["| run | final valid ppl, averaged / replica 0 | replica divergence | bytes per step | ms per step "
-           "(compute + compress + decode + comm) | steps to target, averaged / replica 0 | measured time to "
-           "target | modelled, p = 32, 10 Gb/s | p = 128, 10 Gb/s | p = 128, 100 Gb/s |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    md += [*table_head(["run", "final valid ppl, averaged / replica 0", "replica divergence", "bytes per step", "ms per step (compute + compress + decode + comm)", "steps to target, averaged / replica 0", "measured time to target", "modelled, p = 32, 10 Gb/s", "p = 128, 10 Gb/s", "p = 128, 100 Gb/s"])]
     for method, r in rows.items():
         note = " (diverged)" if r["diverged"] else (f" ({r['warnings']} divergence warnings)" if r["warnings"] else "")
         ms = (f"{r['step_ms']:.1f} ({r['compute_ms']:.1f} + {r['compress_ms']:.1f} + {r['decode_ms']:.1f} + "

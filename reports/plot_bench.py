@@ -19,6 +19,7 @@ from collections import defaultdict
 
 from .plots import pyplot
 from .registry import current_paths, generator, source_line
+from .tables import table_head
 
 
 # ---- the docs' block of the kernel benchmark (docs/benchmarks.md; benchmarks/kernel_bench.sh's runs) ----
@@ -51,8 +52,7 @@ def bench_kernels(root):
         return statistics.median([float(r[key]) * scale for r in rs])
 
     first = rows("measured", "dense")
-    lines = ["| method | compress ms | comm ms | decode + apply ms | bytes per rank | compress, % of ceiling "
-             "| apply, % of ceiling |", "|---|---|---|---|---|---|---|"]
+    lines = [*table_head(["method", "compress ms", "comm ms", "decode + apply ms", "bytes per rank", "compress, % of ceiling", "apply, % of ceiling"])]
     for m in KERNEL_METHODS:
         rs = rows("measured", m)
         comp = med(rs, "compress_s", 1e3)

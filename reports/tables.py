@@ -11,12 +11,17 @@ def fmt(v, spec):
     return format(v, spec)
 
 
+def table_head(titles, align=None):
+    """The two lines that open a Markdown table: the column TITLES and the rule under them (ALIGN: per
+    column "l", "r" or "c"; default left)."""
+    rule = {"l": "---", "r": "---:", "c": ":---:"}
+    return ["| " + " | ".join(titles) + " |", "|" + "|".join(rule[a] for a in (align or "l" * len(titles))) + "|"]
+
+
 def markdown_table(header, rows, align=None):
     """A Markdown table: HEADER (the column titles), ROWS (lists of cells, formatted already),
     ALIGN (per column "l", "r" or "c"; default left) as lines."""
-    rule = {"l": "---", "r": "---:", "c": ":---:"}
-    lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join(rule[a] for a in (align or "l" * len(header))) + "|"]
+    lines = table_head(header, align)
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return lines
 
