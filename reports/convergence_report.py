@@ -230,7 +230,8 @@ def convergence_summary_lstm(root):
 
 
 def _summary(root, models, command):
-    lines = [*table_head(["model, ranks, optimizer: target", "tuned dense: steps to target, final", "A2SGD: steps to target (x dense), final, bytes (x dense)"])]
+    lines = [*table_head(["model, ranks, optimizer: target", "tuned dense: steps to target, final",
+                          "A2SGD: steps to target (x dense), final, bytes (x dense)"])]
     for g, (model, ranks, optimizer, target, rows) in conv_groups(root).items():
         if model not in models:
             continue
@@ -264,7 +265,8 @@ MOMENTS = "docs/results/moments"
 def moments_mlp_p4(root):
     """Per optimizer group: every run's final test accuracy (averaged model), its distance to the
     group's dense run in points, and the replica divergence at the end."""
-    lines = [*table_head(["optimizer", "run", "test accuracy, averaged model", "against dense (points)", "replica divergence"])]
+    lines = [*table_head(["optimizer", "run", "test accuracy, averaged model", "against dense (points)",
+                          "replica divergence"])]
     for optimizer in ("momentum", "adam"):
         group = os.path.join(root, MOMENTS, f"mlp_p4_{optimizer}")
         _, dense_final, rows = group_rows(group, "mlp")
@@ -315,7 +317,9 @@ def main():
         md += [f"## {group}: target {m['label']} {format(target, m['fmt'])} ({m['rule']}, {dense['config']}); "
                f"{dense['config']} reaches it at step {dense['steps_to_target']:.0f}" if dense["steps_to_target"]
                else f"## {group}", ""]
-        md += [*table_head(["configuration", "steps to target, averaged (x dense) / replica 0", "final, averaged / replica 0", "best averaged", "replica divergence, end / max", "bytes per step (x dense)", "steps run"])]
+        md += [*table_head(["configuration", "steps to target, averaged (x dense) / replica 0",
+                            "final, averaged / replica 0", "best averaged", "replica divergence, end / max",
+                            "bytes per step (x dense)", "steps run"])]
         order = sorted(rows.values(), key=lambda r: (not r["reference"], r.get("bytes_per_step") or 0, r["config"]))
         for r in order:
             note = " (diverged)" if r["diverged"] else ("" if r["finished"] else " (unfinished)")

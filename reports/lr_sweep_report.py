@@ -195,7 +195,8 @@ def sweep_best(root):
     """Every cell's best rate per method, next to dense's best in the same cell."""
     cells = read_sweep(os.path.join(root, SWEEP))
     best = best_rates(cells)
-    lines = [*table_head(["model, ranks, optimizer", "method", "best rate", "its score", "dense at its best rate", "rates tried"])]
+    lines = [*table_head(["model, ranks, optimizer", "method", "best rate", "its score", "dense at its best rate",
+                          "rates tried"])]
     def order(cell):  # model, then the rank count as a number (p16 after p8), then the optimizer
         m = CELL.match(cell)
         return m.group(1), int(m.group(2)), m.group(3)

@@ -23,7 +23,8 @@ def mlp_methods_p2(root):
     if "dense" not in runs:
         raise SystemExit(f"methods_report.py: {MLP_METHODS} has no dense run")
     dense_bytes = runs["dense"][0]["bytes_per_step"]
-    lines = [*table_head(["method", "optimizer, lr, options", "test accuracy, rank 0 / averaged", "ms per step", "compress ms", "comm ms", "bytes per step and rank", "vs dense"])]
+    lines = [*table_head(["method", "optimizer, lr, options", "test accuracy, rank 0 / averaged", "ms per step",
+                          "compress ms", "comm ms", "bytes per step and rank", "vs dense"])]
     for method in sorted(runs, key=lambda m: (m != "dense", m)):
         r, config = runs[method]
         # The method's own options; of A2SGD's, the three that set its traffic and its drift.

@@ -198,7 +198,11 @@ def pair(x, digits):
 def summary_table(results):
     """Markdown lines: one row per node count, rate, protocol and collectives (one TCP connection):
     the fit, the largest error, five measured / modelled times and the loss counters."""
-    lines = [*table_head(["nodes", "rate", "protocol, collectives", "alpha (us)", "fitted Gbit/s", "largest \\|error\\|, exchange and collectives >= 64 kB", "all-reduce 8 MB", "all-reduce 64 MB", "all-gather 8 MB", "dense (18.6 MB all-reduce)", "QSGD (5.8 MB all-gather)", "A2SGD (16 B all-reduce)", "tbf drops, TCP retransmissions, timeouts"])]
+    lines = [*table_head(["nodes", "rate", "protocol, collectives", "alpha (us)", "fitted Gbit/s",
+                          "largest \\|error\\|, exchange and collectives >= 64 kB", "all-reduce 8 MB",
+                          "all-reduce 64 MB", "all-gather 8 MB", "dense (18.6 MB all-reduce)",
+                          "QSGD (5.8 MB all-gather)", "A2SGD (16 B all-reduce)",
+                          "tbf drops, TCP retransmissions, timeouts"])]
     for r in ordered(x for x in results if x["links"] == 1):
         losses = r["losses"]
         lost = "-" if losses is None else f"{losses['dropped']:,}, {losses['retransmitted']:,}, {losses['timeouts']:,}"
@@ -296,7 +300,9 @@ def network_links_check(root):
     groups = {}
     for r in csv.DictReader(open(path)):
         groups.setdefault((int(r["links"]), r["method"]), []).append((int(r["exit"]), float(r["seconds"])))
-    lines = [*table_head(["TCP connections per pair", "method", "runs", "finished", "stopped at the collective timeout (exit 76)", "failed otherwise", "median seconds, finished runs"])]
+    lines = [*table_head(["TCP connections per pair", "method", "runs", "finished",
+                          "stopped at the collective timeout (exit 76)", "failed otherwise",
+                          "median seconds, finished runs"])]
     for (links, method), runs in sorted(groups.items()):
         done = [s for rc, s in runs if rc == 0]
         median = f"{statistics.median(done):.1f}" if done else "-"

@@ -201,7 +201,10 @@ def _ratio_text(row):
 def verdict(directory):
     """One line per cell: A2SGD before the study, A2SGD's defaults now (the outer step), local SGD at
     the same bytes, local SGD with the outer step; steps to the target as multiples of dense's."""
-    lines = [*table_head(["cell (MLP)", "A2SGD before (pure with SGD; every 100 otherwise)", "A2SGD's defaults now (every 100, outer Nesterov)", "local SGD, the same bytes", "local SGD + outer Nesterov (DiLoCo), the same bytes", "A2SGD's defaults against the better local SGD"])]
+    lines = [*table_head(["cell (MLP)", "A2SGD before (pure with SGD; every 100 otherwise)",
+                          "A2SGD's defaults now (every 100, outer Nesterov)", "local SGD, the same bytes",
+                          "local SGD + outer Nesterov (DiLoCo), the same bytes",
+                          "A2SGD's defaults against the better local SGD"])]
     for name in _cells(directory, "mlp"):
         path = os.path.join(directory, name)
         cell = cell_rows(path)
@@ -230,7 +233,9 @@ def verdict_lstm(directory):
     """One line per language-model cell: A2SGD's defaults, with the outer step, local SGD at the same
     period with and without it, and local SGD at the whole budget; steps to the target as multiples
     of dense's ("-": not run yet)."""
-    lines = [*table_head(["cell (LSTM)", "A2SGD's defaults (every 200)", "A2SGD + outer Nesterov", "local SGD every 200 (the same bytes)", "local SGD every 200 + outer Nesterov (DiLoCo)", "local SGD every 100 (the 1% budget)"])]
+    lines = [*table_head(["cell (LSTM)", "A2SGD's defaults (every 200)", "A2SGD + outer Nesterov",
+                          "local SGD every 200 (the same bytes)", "local SGD every 200 + outer Nesterov (DiLoCo)",
+                          "local SGD every 100 (the 1% budget)"])]
     for name in _cells(directory, "lstm"):
         cell = cell_rows(os.path.join(directory, name))
         if not cell:

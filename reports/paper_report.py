@@ -103,7 +103,10 @@ def speedups_to_target(rows):
 def paper_group_markdown(optimizer, target, why, rows, ratios):
     md = []
     md += [f"## {optimizer.upper()}: target validation perplexity {target:.1f} ({why})", ""]
-    md += [*table_head(["run", "final valid ppl, averaged / replica 0", "replica divergence", "bytes per step", "ms per step (compute + compress + decode + comm)", "steps to target, averaged / replica 0", "measured time to target", "modelled, p = 32, 10 Gb/s", "p = 128, 10 Gb/s", "p = 128, 100 Gb/s"])]
+    md += [*table_head(["run", "final valid ppl, averaged / replica 0", "replica divergence", "bytes per step",
+                        "ms per step (compute + compress + decode + comm)", "steps to target, averaged / replica 0",
+                        "measured time to target", "modelled, p = 32, 10 Gb/s", "p = 128, 10 Gb/s",
+                        "p = 128, 100 Gb/s"])]
     for method, r in rows.items():
         note = " (diverged)" if r["diverged"] else (f" ({r['warnings']} divergence warnings)" if r["warnings"] else "")
         ms = (f"{r['step_ms']:.1f} ({r['compute_ms']:.1f} + {r['compress_ms']:.1f} + {r['decode_ms']:.1f} + "

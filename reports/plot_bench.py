@@ -52,7 +52,8 @@ def bench_kernels(root):
         return statistics.median([float(r[key]) * scale for r in rs])
 
     first = rows("measured", "dense")
-    lines = [*table_head(["method", "compress ms", "comm ms", "decode + apply ms", "bytes per rank", "compress, % of ceiling", "apply, % of ceiling"])]
+    lines = [*table_head(["method", "compress ms", "comm ms", "decode + apply ms", "bytes per rank",
+                          "compress, % of ceiling", "apply, % of ceiling"])]
     for m in KERNEL_METHODS:
         rs = rows("measured", m)
         comp = med(rs, "compress_s", 1e3)

@@ -22,7 +22,8 @@ def pytorch_example(root):
     with open(os.path.join(root, TORCH, "example.json")) as f:
         runs = json.load(f)
     base = next(r for r in runs if r["exchange"] == "allreduce")
-    lines = [*table_head(["exchange", "test accuracy", "bytes per step and rank", "x all-reduce", "ms per step", "x all-reduce"])]
+    lines = [*table_head(["exchange", "test accuracy", "bytes per step and rank", "x all-reduce", "ms per step",
+                          "x all-reduce"])]
     for r in runs:
         lines.append(f"| {TORCH_LABELS.get(r['exchange'], r['exchange'])} | {r['test_accuracy']:.4f} "
                      f"| {r['bytes_per_step']:,.0f} | {r['bytes_per_step'] / base['bytes_per_step']:.2g} "
@@ -90,7 +91,8 @@ def pytorch_ddp_mlp(root):
     paths = sorted(glob.glob(os.path.join(root, TORCH, "ddp_mlp*.json")))
     if not paths:
         raise SystemExit(f"pytorch_report.py: {TORCH} has no ddp_mlp*.json (benchmarks/torch/compare_pytorch_ddp.sh with OUT_JSON)")
-    lines = [*table_head(["OpenBLAS kernels", "`a2sgd-train --compressor dense`, ms per step", "PyTorch DDP (gloo), ms per step", "ratio", "rounds (a2sgd / torch, ms)", "file"])]
+    lines = [*table_head(["OpenBLAS kernels", "`a2sgd-train --compressor dense`, ms per step",
+                          "PyTorch DDP (gloo), ms per step", "ratio", "rounds (a2sgd / torch, ms)", "file"])]
     for path in paths:
         with open(path) as f:
             r = json.load(f)

@@ -146,7 +146,8 @@ def time_to_target(directory, convergence):
     and a run of A2SGD's default exchange (layer-wise means, an average every 200 steps) that
     reached the target: the one that reached it first, whatever its rate or schedule (named)."""
     runs, links, ranks, compute_s = projection(directory)
-    lines = [*table_head(["group", "link", "dense: steps x ms = s", "A2SGD's default exchange: steps x ms = s", "A2SGD / dense, time (steps)"])]
+    lines = [*table_head(["group", "link", "dense: steps x ms = s", "A2SGD's default exchange: steps x ms = s",
+                          "A2SGD / dense, time (steps)"])]
     def order(group):  # the rank count as a number (p16 after p8), then the optimizer
         m = re.fullmatch(r"lstm_p(\d+)_(sgd|adam)", group)
         return (int(m.group(1)), m.group(2)) if m else (0, group)
@@ -195,7 +196,8 @@ def measured_rows(convergence):
 
 
 def measured_table(convergence):
-    lines = [*table_head(["model, optimizer", "ranks", "tuned dense: steps to target (target)", "A2SGD: steps to target (x dense), bytes (x dense)"])]
+    lines = [*table_head(["model, optimizer", "ranks", "tuned dense: steps to target (target)",
+                          "A2SGD: steps to target (x dense), bytes (x dense)"])]
     for (model, opt), by_ranks in sorted(measured_rows(convergence).items()):
         fmt = convergence_report.MODELS[model]["fmt"]
         for p in sorted(by_ranks):
@@ -258,7 +260,9 @@ def drift_rows(convergence):
 
 
 def drift_table(convergence):
-    lines = [*table_head(["optimizer", "ranks", "A2SGD run", "evaluations before any rate cut (last step)", "replica divergence over them: mean, largest", "valid. perplexity at the last: replica 0, averaged", "steps to target (x dense)"])]
+    lines = [*table_head(["optimizer", "ranks", "A2SGD run", "evaluations before any rate cut (last step)",
+                          "replica divergence over them: mean, largest",
+                          "valid. perplexity at the last: replica 0, averaged", "steps to target (x dense)"])]
     for (opt, p), d in sorted(drift_rows(convergence).items(), key=lambda kv: (kv[0][0] != "sgd", kv[0][1])):
         reach = "not reached" if d["steps_to_target"] is None else (
             f"{d['steps_to_target']:,.0f} ({d['steps_vs_dense']:.2f}x)")
