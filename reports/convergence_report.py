@@ -195,8 +195,8 @@ def conv_block(group):
         ref = next(r for r in rows.values() if r["reference"])
         lines = [f"Target: {m['label']} {format(target, m['fmt'])} ({m['rule']}, the best dense run: "
                  f"{ref['config']}).", "",
-                 "| run | steps to target (x dense) | final, averaged model | replica divergence at the end "
-                 "| bytes per step and rank (x dense) | steps run |", "|---|---|---|---|---|---|"]
+                 *table_head(["run", "steps to target (x dense)", "final, averaged model",
+                              "replica divergence at the end", "bytes per step and rank (x dense)", "steps run"])]
         for r in sorted(rows.values(), key=lambda r: (not r["reference"], r.get("bytes_per_step") or 0, r["config"])):
             reach, final = conv_cell(r, m["fmt"])
             note = "" if r["finished"] else " (unfinished)"

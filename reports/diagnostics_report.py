@@ -4,6 +4,7 @@ import os
 
 from .registry import generator, source_line
 from .runs import records
+from .tables import table_head
 
 DIAGNOSTICS = "docs/results/diagnostics"
 DIAG_TENSORS = (("embedding.weight", "embedding"), ("lstm0.weight_ih", "layer 1 input"), ("decoder.weight", "decoder"))
@@ -14,9 +15,8 @@ def diagnostics_lstm_p2(root):
     """Per zero-gradient rule (move, hold), at the first and the last diagnostics step: the
     embedding's fraction of exactly-zero gradient entries and the share of its update norm that
     falls on them, and per tensor the update's norm against the averaged gradient's."""
-    lines = ["| zero-gradient rule | step | embedding: zero-gradient entries | embedding: update on them "
-             "| update / averaged gradient: " + ", ".join(label for _, label in DIAG_TENSORS) + " |",
-             "|---|---|---|---|---|"]
+    lines = table_head(["zero-gradient rule", "step", "embedding: zero-gradient entries", "embedding: update on them",
+                        "update / averaged gradient: " + ", ".join(label for _, label in DIAG_TENSORS)])
     for rule in ("move", "hold"):
         path = os.path.join(root, DIAGNOSTICS, f"lstm_p2_{rule}.jsonl")
         diagnostics = records(path, "diagnostics")

@@ -33,31 +33,15 @@ import sys
 from . import (convergence_report, diagnostics_report, lr_sweep_report, methods_report,  # noqa: F401
                network_model_report, network_report, outer_report, paper_report, plot_bench, plot_metrics,
                pytorch_report, scaling_report, summary_report)
-from .convergence_report import CONV
-from .paper_report import PAPER_FOLDERS
-from .registry import GENERATORS, generator, source_line
-from .scaling_report import NETWORK_TIMED, PROJECTION
+from .registry import FIGURES, GENERATORS, generator, source_line
 from .tables import markdown_table
-
-SWEEP, NETMODEL = lr_sweep_report.SWEEP, network_model_report.NETMODEL
 
 BEGIN = re.compile(r"^<!-- generated: ([a-z0-9-]+) -->$")
 END = re.compile(r"^<!-- end generated: ([a-z0-9-]+) -->$")
 
 
-# ---- plots: data folder -> f(root, out) drawing its PNGs into out ----
-def _paper_plots(folder):
-    return lambda root, out: plot_metrics.plot(os.path.join(root, folder), out=out)
-
-
-# data folder -> (the code that draws its PNGs, as --list names it; the drawing function)
-PLOTS = {**{folder: ("plot_metrics.plot", _paper_plots(folder)) for folder in PAPER_FOLDERS.values()},
-         SWEEP: ("lr_sweep_report.plot", lambda root, out: lr_sweep_report.plot(os.path.join(root, SWEEP), out)),
-         NETMODEL: ("network_model_report.plot", lambda root, out: network_model_report.plot(
-             out, network_model_report.load_results(os.path.join(root, NETMODEL)), {})),
-         "docs/results/scaling": ("scaling_report.plot, scaling_report.plot_network", lambda root, out: (
-             scaling_report.plot(os.path.join(root, PROJECTION), os.path.join(root, CONV), out),
-             scaling_report.plot_network({n: os.path.join(root, d) for n, d in NETWORK_TIMED.items()}, out)))}
+# ---- plots: every data folder's drawer, registered by its study module (registry.figures) ----
+PLOTS = FIGURES
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)]+\.png)\)")
 
 

@@ -19,7 +19,7 @@ import os
 import re
 
 from .plots import require
-from .registry import generator, source_line
+from .registry import figures, generator, source_line
 from .runs import load_run
 from .tables import table_head
 
@@ -83,8 +83,7 @@ def cell_table(cell, methods):
     _, lower, label, form = SCORES[model]
     rates = sorted({rate for tried in methods.values() for rate in tried})
     lines = [f"{label}; {'lower' if lower else 'higher'} is better.", "",
-             "| method | " + " | ".join(f"lr {fmt_rate(r)}" for r in rates) + " | best |",
-             "|---|" + "---|" * (len(rates) + 1)]
+             *table_head(["method", *(f"lr {fmt_rate(r)}" for r in rates), "best"])]
     for method, tried in methods.items():
         b = best_rate(tried, lower)
         row = []
@@ -220,6 +219,9 @@ for _model, _optimizers in (("lstm", ("sgd", "adam")), ("mlp", ("sgd", "momentum
         for _optimizer in _optimizers:
             _cell = f"{_model}_p{_ranks}_{_optimizer}"
             generator("sweep-" + _cell.replace("_", "-"), f"{SWEEP}/{_cell}")(sweep_block(_cell))
+
+
+figures(SWEEP, "lr_sweep_report.plot", lambda root, out: plot(os.path.join(root, SWEEP), out))
 
 
 def main():

@@ -26,7 +26,7 @@ import re
 import statistics
 
 from .plots import pyplot
-from .registry import generator, source_line
+from .registry import figures, generator, source_line
 from .runs import records
 from .tables import table_head, write_report
 
@@ -243,14 +243,13 @@ def collectives_tables(results, nodes):
                 cells.append("-" if x is None else f"{1e3 * x[key]:,.1f}")
             lines.append(f"| {rate} | {label} | " + " | ".join(cells) + " |")
     if lines:
-        lines = ["| rate | ms, median | " + " | ".join(label for _, _, label in COLLECTIVE_SIZES) + " |",
-                 "|---|---|" + "---|" * len(COLLECTIVE_SIZES)] + lines
+        lines = table_head(["rate", "ms, median", *(label for _, _, label in COLLECTIVE_SIZES)]) + lines
     forced = [r for r in ordered(results) if r["nodes"] == nodes and r["allreduce_algorithms"]]
     if forced:
         numbers = sorted({a for r in forced for a in r["allreduce_algorithms"]})
-        lines += ["" if lines else None, "| rate | all-reduce, ms, median of 5 | " +
-                  " | ".join(f"{ALLREDUCE_ALGORITHMS[a]} ({a})" for a in numbers) + " | Open MPI's choice (the study's run) |",
-                  "|---|---|" + "---|" * (len(numbers) + 1)]
+        lines += ["" if lines else None, *table_head(
+            ["rate", "all-reduce, ms, median of 5", *(f"{ALLREDUCE_ALGORITHMS[a]} ({a})" for a in numbers),
+             "Open MPI's choice (the study's run)"])]
         for r in forced:
             for size in sorted({b for t in r["allreduce_algorithms"].values() for b in t}):
                 cells = [r["allreduce_algorithms"][a].get(size) for a in numbers]
@@ -311,6 +310,10 @@ def network_links_check(root):
     return lines + ["", source_line(LINKS_CHECK, "`scripts/studies/cluster/links_check.sh`")]
 
 
+figures(NETMODEL, "network_model_report.plot",
+        lambda root, out: plot(out, load_results(os.path.join(root, NETMODEL)), {}))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir")
@@ -329,7 +332,7 @@ def main():
                f"{fmt_pct(res['max_error_large'])} for collectives of 64 kB and more, "
                f"{fmt_pct(res['max_error_small'])} below; {fmt_pct(res['max_error_methods_large'])} for the "
                f"methods' steps of 64 kB and more.", "",
-               "| operation | bytes per rank | measured ms | modelled ms | error |", "|---|---|---|---|---|"]
+               *table_head(["operation", "bytes per rank", "measured ms", "modelled ms", "error"])]
         for x in res["rows"]:
             if x["op"] == "pingpong":
                 continue

@@ -26,7 +26,7 @@ import sys
 from .convergence_report import LSTM_DEFAULTS
 from .registry import generator, source_line
 from .runs import load_run, summary as run_summary, warmup_steps
-from .tables import fmt, write_report
+from .tables import fmt, table_head, write_report
 from .targets import steps_to_accuracy, steps_to_target
 
 PAPER_RATIOS = {"topk": 3.2, "qsgd": 23.2}
@@ -171,8 +171,8 @@ def speedups_over_network(rows):
 def network_group_markdown(optimizer, model, target, rule, rows, ratios):
     unit = "validation perplexity" if model == "lstm" else "test accuracy"
     md = [f"## {optimizer}: target {unit} {target:.4g} ({rule})", "",
-          "| run | steps to target (full run) | ms per step over the network (comm) | modelled ms per step "
-          "(comm) | bytes per step | time to target, measured | modelled |", "|---|---|---|---|---|---|---|"]
+          *table_head(["run", "steps to target (full run)", "ms per step over the network (comm)",
+                       "modelled ms per step (comm)", "bytes per step", "time to target, measured", "modelled"])]
     for method in sorted(rows, key=lambda m: (m != "dense", m)):
         r = rows[method]
         st = "no full run" if not r["full_run"] else fmt(r["steps_to_target"], ".0f") if r[
@@ -183,7 +183,7 @@ def network_group_markdown(optimizer, model, target, rule, rows, ratios):
                   f"({fmt(1e3 * r['modelled_comm_s'] if r.get('modelled_comm_s') is not None else None, '.1f')}) | "
                   f"{fmt(r.get('bytes_per_step'), ',.0f')} | {fmt(r.get('measured_s'), '.0f')} s | "
                   f"{fmt(r.get('modelled_s'), '.0f')} s |")
-    md += ["", "| ratio (times faster to the target) | measured | modelled | the paper |", "|---|---|---|---|"]
+    md += ["", *table_head(["ratio (times faster to the target)", "measured", "modelled", "the paper"])]
     for name, e in ratios.items():
         a, b = name.split(":")
         why = "; ".join(([f"no full run of {' and '.join(e['no_full_run'])}"] if e.get("no_full_run") else [])
@@ -257,8 +257,8 @@ def paper_p8_block(optimizer):
                 path = os.path.join(root, "docs/results/convergence", rel)
                 summary = run_summary(path)
                 runs[method] = (load_run(path)[0], summary, warmup_steps(path, summary))
-        lines = [f"| run | steps to {target:.1f} (x dense) | final (steps run) | bytes per step and rank, amortised "
-                 "(x dense) |", "|---|---|---|---|"]
+        lines = table_head(["run", f"steps to {target:.1f} (x dense)", "final (steps run)",
+                            "bytes per step and rank, amortised (x dense)"])
         for method in sorted(runs, key=lambda m: list(P8_NAMES).index(m)):
             evals, summary, warm = runs[method]
             n = report["runs"][method]["steps_to_target"]

@@ -159,8 +159,8 @@ def cell_markdown(title, cell):
     f = cell["fmt"]
     rule = cell["rule"].replace("dense's final", "dense's mean final")
     lines = [f"**{title}**: target {cell['target']:{f}} ({rule})", "",
-             "| configuration (best rate) | seeds | steps to target (x dense; each seed) | final, mean (seeds' range) "
-             "| bytes (x dense) |", "|---|---|---|---|---|"]
+             *table_head(["configuration (best rate)", "seeds", "steps to target (x dense; each seed)",
+                          "final, mean (seeds' range)", "bytes (x dense)"])]
     for row in cell["rows"]:
         finals = [x for x in row["finals"] if x is not None]
         final_text = "-" if row["final"] is None else (
@@ -264,9 +264,8 @@ def network_table(directory, rate):
     """The MLP cells' time to the target over P emulated nodes at `rate` (outer_network.sh): each
     configuration's steps to the target (the mean of its seeds, at its best rate) times its step
     timed over the network (DIR/network-<rate>-p<P>/<config>_<optimizer>.jsonl)."""
-    head = ("| nodes, optimizer | " + " | ".join(f"{label}: ms per step, time to target" for _, label in NETWORK_CONFIGS)
-            + " | A2SGD's time : the faster local SGD's |")
-    lines = [head, "|" + "---|" * (len(NETWORK_CONFIGS) + 2)]
+    lines = table_head(["nodes, optimizer", *(f"{label}: ms per step, time to target" for _, label in NETWORK_CONFIGS),
+                        "A2SGD's time : the faster local SGD's"])
     found = False
     for name in sorted(os.listdir(directory)):
         m = re.fullmatch(rf"network-{re.escape(rate)}-p([0-9]+)", name)

@@ -122,8 +122,7 @@ def paper_group_markdown(optimizer, target, why, rows, ratios):
     md += ["", "Time-to-target ratios (how many times faster the A2SGD variant reaches the target; "
            "the paper reports 3.2x against Top-K and 23.2x against QSGD):", ""]
     keys = ["measured"] + [f"p{p}_{g}gbps" for p, g in PROJECTIONS]
-    md += ["| ratio | measured | " + " | ".join(k.replace("_", ", ").replace("gbps", " Gb/s") for k in keys[1:]) + " |",
-           "|---" * (len(keys) + 1) + "|"]
+    md += table_head(["ratio", "measured", *(k.replace("_", ", ").replace("gbps", " Gb/s") for k in keys[1:])])
     for name, entry in ratios.items():
         missing = "never reached by " + " and ".join(entry["unreached"]) if entry["unreached"] else "n/a"
         md.append(f"| {name.replace(':', ' : ')} | " +
@@ -159,7 +158,7 @@ def paper_perplexity(root, folder):
                 steps = steps or [e["step"] for e in group[method]["evals"]]
     head = ["run"] + [f"step {steps[0]}"] + [str(s) for s in steps[1:]] + [
         "final, rank 0's replica", "replica divergence, end", "divergence warnings"]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += table_head(head)
     for optimizer, group, _, rows in paper_groups(root, folder):
         for method, label in PAPER_LABELS.items():
             if method not in group:
@@ -176,7 +175,7 @@ def paper_perplexity(root, folder):
 def paper_steps(root, folder):
     groups = list(paper_groups(root, folder))
     methods = [m for m in PAPER_LABELS if any(m in g for _, g, _, _ in groups)]
-    lines = ["| | " + " | ".join(PAPER_LABELS[m] for m in methods) + " |", "|---|" + "---|" * len(methods)]
+    lines = table_head(["", *(PAPER_LABELS[m] for m in methods)])
     dense_bytes = None
     for optimizer, group, target, rows in groups:
         dense_steps = rows["dense"]["steps_to_target"]
@@ -248,10 +247,10 @@ def paper_p4_screens(root):
     options = sorted({k for _, s, _ in runs.values() for k in s if k.startswith("a2sgd_")}) + ["lr", "lr_warmup_steps"]
     lines = [f"Target: validation perplexity {target:.1f} (the 4-rank experiment's dense with Adam as it ran before "
              f"the rate's warm-up was the default, final x 1.1; dense reaches it at step {dense_steps:,.0f}).", "",
-             "| run | changed from the defaults | " + " | ".join(f"step {s}" for s in SCREEN_STEPS)
-             + " | steps to target (x dense) | the same change on dense: its target, its steps, A2SGD's (x) "
-             "| divergence warnings | bytes per step and rank (x dense) |",
-             "|---|---|" + "---|" * len(SCREEN_STEPS) + "---|---|---|---|"]
+             *table_head(["run", "changed from the defaults", *(f"step {s}" for s in SCREEN_STEPS),
+                          "steps to target (x dense)",
+                          "the same change on dense: its target, its steps, A2SGD's (x)", "divergence warnings",
+                          "bytes per step and rank (x dense)"])]
     for name in sorted(runs, key=lambda n: (n != "defaults", n)):
         evals, summary, warnings = runs[name]
         summary = {**SCREEN_ADDED_DEFAULTS, **summary}

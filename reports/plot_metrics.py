@@ -13,8 +13,9 @@ import math
 import os
 import sys
 
-from .paper_report import load_runs, modelled_step_seconds
+from .paper_report import PAPER_FOLDERS, load_runs, modelled_step_seconds
 from .plots import pyplot
+from .registry import figures
 
 
 def plot(directory, ranks=32, out=None):
@@ -67,6 +68,10 @@ def plot(directory, ranks=32, out=None):
             plt.close(fig)
             written.append(path)
     return written
+
+
+for _folder in PAPER_FOLDERS.values():
+    figures(_folder, "plot_metrics.plot", lambda root, out, folder=_folder: plot(os.path.join(root, folder), out=out))
 
 
 def main():

@@ -18,6 +18,7 @@ import sys
 
 from .network_model_report import rate_figure, rate_gbps
 from .plots import require
+from .tables import table_head
 
 
 def load(directory):
@@ -49,8 +50,7 @@ def methods_of(points):
 def table(nodes, optimizer, points):
     methods = methods_of(points)
     md = [f"### {nodes} nodes{'' if optimizer == 'default' else ', ' + optimizer}: ms per step, measured / modelled",
-          "", "| method | " + " | ".join(label for _, label, _ in points) + " |",
-          "|---|" + "---|" * len(points)]
+          "", *table_head(["method", *(label for _, label, _ in points)])]
     for method in methods:
         cells = []
         for _, _, runs in points:

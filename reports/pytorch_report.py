@@ -52,8 +52,8 @@ def pytorch_local_sgd(root):
     if not tables:
         raise SystemExit(f"pytorch_report.py: no local_sgd_m*.json in {TORCH_LOCAL}")
     momenta = sorted(tables, reverse=True)
-    lines = ["| run | " + " | ".join(f"test accuracy, momentum {m:g} (lr {tables[m][0]['lr']:g})" for m in momenta)
-             + " | bytes per step and rank |", "|---|" + "---|" * (len(momenta) + 1)]
+    lines = table_head(["run", *(f"test accuracy, momentum {m:g} (lr {tables[m][0]['lr']:g})" for m in momenta),
+                        "bytes per step and rank"])
     for i, r in enumerate(tables[momenta[0]]):
         accs = " | ".join(f"{tables[m][i]['test_accuracy']:.4f}" for m in momenta)
         lines.append(f"| {TORCH_LOCAL_LABELS.get(r['run'], r['run'])} | {accs} | {r['bytes_per_step']:,.0f} |")

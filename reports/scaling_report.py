@@ -26,7 +26,7 @@ from . import convergence_report
 from .convergence_report import CONV
 from .network_report import NETWORK_BLOCKS
 from .plots import require
-from .registry import generator, source_line
+from .registry import figures, generator, source_line
 from .runs import load_run, read_config, records
 from .tables import table_head
 
@@ -107,11 +107,10 @@ def projection_table(directory, gbit):
     runs, links, ranks, compute_s = projection(directory)
     alpha = dict(links)[gbit]
     methods = [m for m in ORDER if m in runs] + sorted(m for m in runs if m not in ORDER)
-    head = "| ranks | " + " | ".join(LABELS.get(m, m) for m in methods) + \
-        f" | dense / A2SGD | dense / A2SGD at {COMPUTE_SLOWDOWN}x compute |"
     lines = [f"{LINKS.get(round(gbit), f'{gbit:g} Gbit/s')}: {gbit:g} Gbit/s, alpha {alpha:g} us; compute "
-             f"{1e3 * compute_s:.3f} ms per step (modelled ms per step):", "", head,
-             "|---" * (len(methods) + 3) + "|"]
+             f"{1e3 * compute_s:.3f} ms per step (modelled ms per step):", "",
+             *table_head(["ranks", *(LABELS.get(m, m) for m in methods), "dense / A2SGD",
+                          f"dense / A2SGD at {COMPUTE_SLOWDOWN}x compute"])]
     for p in ranks:
         if p not in SHOWN_RANKS:
             continue
@@ -349,8 +348,7 @@ def network_table(timed, optimizer):
     compute per step and rank, which grows with the node count because the nodes share 2 cores."""
     rows = network_rows(timed)
     nodes = sorted(timed)
-    lines = ["| method | " + " | ".join(f"{n} nodes: measured (comm) / modelled ms" for n in nodes) + " |",
-             "|---|" + "---|" * len(nodes)]
+    lines = table_head(["method", *(f"{n} nodes: measured (comm) / modelled ms" for n in nodes)])
     for method in [m for m in ORDER if (m, optimizer) in rows]:
         cells = []
         for n in nodes:
@@ -462,6 +460,14 @@ def _scaling_network(optimizer):
 
 for _optimizer in ("sgd", "adam"):
     generator(f"scaling-network-{_optimizer}", NETWORK_TIMED[8])(_scaling_network(_optimizer))
+
+
+def _draw(root, out):
+    plot(os.path.join(root, PROJECTION), os.path.join(root, CONV), out)
+    plot_network({n: os.path.join(root, d) for n, d in NETWORK_TIMED.items()}, out)
+
+
+figures("docs/results/scaling", "scaling_report.plot, scaling_report.plot_network", _draw)
 
 
 def main():

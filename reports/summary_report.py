@@ -12,6 +12,7 @@ from .network_report import NETWORK_BLOCKS, net_report as _net_report
 from .outer_report import OUTER
 from .registry import generator
 from .runs import load_run, read_config, summary as run_summary
+from .tables import table_head
 from .targets import steps_to_target
 
 # ---- docs/results.md's opening table: its figures, each from the block that has it in full ----
@@ -94,7 +95,7 @@ def results_headline(root):
     nodes and on one node (docs/results/mlp-methods-p2, -p4)."""
     conv = _readme_conv_rows(root)
     _, _, _, _, p2_group, p2_a2sgd, p2_dense = conv[0]
-    lines = ["| | A2SGD | dense all-reduce | details |", "|---|---|---|---|",
+    lines = [*table_head(["", "A2SGD", "dense all-reduce", "details"]),
              f"| bytes per step and rank | 16 (pure), 144 (layer-wise); the language model's defaults, with an "
              f"average every 200 steps: {p2_a2sgd['bytes_per_step']:,.0f} over a {_epochs(root, p2_group, p2_dense['config'])}"
              f"-epoch run ({100 * p2_a2sgd['traffic_vs_dense']:.2f}%) | 4n: {p2_dense['bytes_per_step']:,.0f} for the LSTM "

@@ -15,7 +15,9 @@ def table_head(titles, align=None):
     """The two lines that open a Markdown table: the column TITLES and the rule under them (ALIGN: per
     column "l", "r" or "c"; default left)."""
     rule = {"l": "---", "r": "---:", "c": ":---:"}
-    return ["| " + " | ".join(titles) + " |", "|" + "|".join(rule[a] for a in (align or "l" * len(titles))) + "|"]
+    titles = list(titles)
+    cells = "|".join(f" {t} " if t else " " for t in titles)  # an empty title as "| |", GitHub's own spelling
+    return ["|" + cells + "|", "|" + "|".join(rule[a] for a in (align or "l" * len(titles))) + "|"]
 
 
 def markdown_table(header, rows, align=None):
