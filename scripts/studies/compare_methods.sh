@@ -20,10 +20,7 @@
 # into network-RATE-pRANKS-ring/).
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# The reports package (python3 -m reports) lives at the source root.
-export PYTHONPATH="$(cd "$here/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-root="$(cd "${here}/../.." && pwd)"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # here, root, PYTHONPATH, python, die
 source "${here}/../deps.sh"
 a2sgd_install_deps
 

@@ -59,6 +59,7 @@
 # Exit code: 0 when every run and the report succeeded, 2 for bad options, else the first failing
 # run's code (a run that stopped with exit 3, diverged, is reported and does not stop the others).
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # here, root, PYTHONPATH, python, die
 
 out=results/convergence
 build=build
@@ -72,7 +73,6 @@ force=0
 report=1
 checkpoint_every=0
 extra=()
-die() { echo "convergence_study.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=${2:?}; shift 2 ;;
@@ -103,10 +103,6 @@ done
 for p in $ranks; do [[ $p =~ ^[1-9][0-9]*$ ]] || die "--ranks: '$p' is not a positive integer"; done
 train=$build/apps/train/a2sgd-train
 [[ -x $train ]] || die "no a2sgd-train at $train (--build DIR)"
-here=$(cd "$(dirname "$0")" && pwd)
-# The reports package (python3 -m reports) lives at the source root.
-export PYTHONPATH="$(cd "$here/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-python=${PYTHON:-/usr/bin/python3}
 # shellcheck source=training_runs.sh
 source "$here/training_runs.sh"
 

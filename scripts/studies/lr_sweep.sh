@@ -31,6 +31,7 @@
 # Exit code: 0 when every run and the report succeeded, 2 for bad options, else the first failing
 # run's code.
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # here, root, PYTHONPATH, python, die
 
 out=results/lr-sweep
 build=build
@@ -45,7 +46,6 @@ dry=0
 report=1
 extra=()
 declare -A rates=()
-die() { echo "lr_sweep.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=${2:?}; shift 2 ;;
@@ -93,10 +93,6 @@ train=$build/apps/train/a2sgd-train
 [[ -x $train ]] || die "no a2sgd-train at $train (--build DIR)"
 known=$("$train" --list-methods 2>/dev/null | awk 'NF {print $1}')
 for m in $methods; do grep -qx -- "$m" <<<"$known" || die "unknown method '$m' (a2sgd-train --list-methods)"; done
-here=$(cd "$(dirname "$0")" && pwd)
-# The reports package (python3 -m reports) lives at the source root.
-export PYTHONPATH="$(cd "$here/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-python=${PYTHON:-/usr/bin/python3}
 # shellcheck source=training_runs.sh
 source "$here/training_runs.sh"
 

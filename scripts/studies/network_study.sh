@@ -30,6 +30,7 @@
 # Nothing else should run on the machine meanwhile: the unshaped link is the machine's memory
 # and cores. Exit code: 0, or the first failing step's.
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # here, root, PYTHONPATH, python, die
 
 out=results/network
 build=build
@@ -42,7 +43,6 @@ seconds=1
 max_bytes=$((64 << 20))
 report=1
 algorithms=""
-die() { echo "network_study.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=${2:?}; shift 2 ;;
@@ -65,9 +65,6 @@ for a in $algorithms; do
   [[ $a =~ ^[1-6]$ ]] || die "--allreduce-algorithms takes coll_tuned_allreduce_algorithm numbers 1-6 (got '$a')"
 done
 [[ -z $algorithms || $collectives == openmpi ]] || die "--allreduce-algorithms forces the algorithm itself: not with --collectives ring"
-here=$(cd "$(dirname "$0")" && pwd)
-# The reports package (python3 -m reports) lives at the source root.
-export PYTHONPATH="$(cd "$here/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 cluster=$here/cluster/a2sgd-cluster
 bench=$(cd "$build" 2> /dev/null && pwd)/benchmarks/netbench/a2sgd-netbench
 [[ -x $bench ]] || die "no a2sgd-netbench in $build (--build DIR)"

@@ -10,16 +10,13 @@
 #                                 [--optimizers "sgd momentum adam"] [--steps 200]
 # Timed runs go to DIR/network-<rate>-p<P>/<config>_<optimizer>.jsonl (with link.txt, netbench.csv).
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-# The reports package (python3 -m reports) lives at the source root.
-export PYTHONPATH="$(cd "$here/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # here, root, PYTHONPATH, python, die
 out=docs/results/outer
 build=build
 rate=100mbit
 nodes="4 8"
 optimizers="sgd momentum adam"
 steps=200
-die() { echo "outer_network.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=${2:?}; shift 2 ;;

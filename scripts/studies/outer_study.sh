@@ -28,9 +28,7 @@
 #                               [--optimizers "adam sgd"] [--phase first|second|rates|seeds|all]
 # Environment: as convergence_study.sh (MPIEXEC, MPIEXEC_FLAGS, PYTHON).
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-# The reports package (python3 -m reports) lives at the source root.
-export PYTHONPATH="$(cd "$here/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # here, root, PYTHONPATH, python, die
 out=docs/results/outer
 build=build
 model=mlp
@@ -38,7 +36,6 @@ ranks=
 optimizers=
 seeds="2 3"
 phase=all
-die() { echo "outer_study.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=${2:?}; shift 2 ;;
@@ -54,7 +51,6 @@ while [[ $# -gt 0 ]]; do
 done
 [[ $model =~ ^(mlp|lstm)$ ]] || die "--model must be mlp or lstm (got '$model')"
 if [[ $model == lstm ]]; then : "${ranks:=16 8 4 2}" "${optimizers:=adam sgd}"; else : "${ranks:=4 8 16}" "${optimizers:=momentum adam sgd}"; fi
-python=${PYTHON:-/usr/bin/python3}
 status=0
 study() { bash "$here/convergence_study.sh" --out "$out" --build "$build" --model "$model" --no-report "$@" || status=$?; }
 if [[ $model == lstm ]]; then

@@ -49,6 +49,7 @@
 # Exit code: 0 when every run and the report succeeded; otherwise the first failing step's code
 # (a run that diverged with exit 3 is reported as such and does not stop the others).
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # here, root, PYTHONPATH, python, die
 
 out=results/paper
 build=build
@@ -67,7 +68,6 @@ timing_steps=200
 tcp_links=1
 collectives=openmpi
 extra=()
-die() { echo "paper_experiment.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=${2:?}; shift 2 ;;
@@ -103,10 +103,6 @@ fi
 [[ $frozen_warmup =~ ^[1-9][0-9]*$ ]] || die "--frozen-warmup must be a positive integer"
 train=$build/apps/train/a2sgd-train
 [[ -x $train ]] || die "no a2sgd-train at $train (--build DIR)"
-here=$(cd "$(dirname "$0")" && pwd)
-# The reports package (python3 -m reports) lives at the source root.
-export PYTHONPATH="$(cd "$here/../.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
-python=${PYTHON:-/usr/bin/python3}
 # shellcheck source=training_runs.sh
 source "$here/training_runs.sh"
 mkdir -p "$out" || die "cannot create $out"

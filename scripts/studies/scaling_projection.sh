@@ -25,6 +25,7 @@
 # files where a2sgd-train finds them (scripts/fetch_data.sh).
 # Exit code: 0 when every run succeeded, 2 for bad options, else the first failing run's code.
 set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # here, root, PYTHONPATH, python, die
 
 out=results/scaling/projection
 build=build
@@ -32,7 +33,6 @@ methods="dense a2sgd a2sgd-paper topk qsgd powersgd"
 ranks_list=2,4,8,16,32,64,128,256,512,1024
 links=25:15,200:1
 extra=()
-die() { echo "scaling_projection.sh: error: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=${2:?}; shift 2 ;;
@@ -48,7 +48,6 @@ done
 train=$build/apps/train/a2sgd-train
 [[ -x $train ]] || die "no a2sgd-train at $train (--build DIR)"
 [[ -n $methods ]] || die "--methods needs at least one method"
-here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=training_runs.sh
 source "$here/training_runs.sh"
 mkdir -p "$out" || die "cannot create $out"
