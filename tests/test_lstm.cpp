@@ -1,5 +1,7 @@
+#include "GradientRecorder.hpp"
 #include "RoundingBounds.hpp"
 
+#include <a2sgd/compress/GradientBuckets.hpp>
 #include <a2sgd/core/Random.hpp>
 #include <a2sgd/nn/Dropout.hpp>
 #include <a2sgd/nn/LstmLanguageModel.hpp>
@@ -254,12 +256,19 @@ void check_lm_gradients(const nn::LstmConfig& config) {
   const std::vector<double> params(params_f.begin(), params_f.end());
   for (std::size_t step = 0; step < batches.size(); ++step) {
     INFO("batch " << step);
-    const nn::StepContext context{7, step, 1};
+    GradientRecorder recorder(store.grads());
+    nn::StepContext context{7, step, 1};
+    context.gradient = &recorder;
     const auto tokens = device_tokens(batches[step]);
     nn::Batch batch;
     batch.tokens = tokens;
     const nn::LossResult r = model.forward_backward(exec, store.params(), store.grads(), batch, context);
     CHECK(r.count == static_cast<std::int64_t>(T * C));
+    // 0. The backward pass reports its gradient order, each group once it is final (no value of a
+    // reported group changes after its report), and the groups cover the gradient (plan_buckets).
+    CHECK(recorder.ranges == model.gradient_order());
+    CHECK(recorder.changed_after_report(to_host(store.grads())) == 0);
+    CHECK_NOTHROW(plan_buckets(recorder.ranges, store.size(), BucketOptions{}));
     pb.tokens = batches[step];
     pb.context = &context;
     const LmReference ref = lm_reference(pb, params, true);

@@ -1,5 +1,7 @@
+#include "GradientRecorder.hpp"
 #include "RoundingBounds.hpp"
 
+#include <a2sgd/compress/GradientBuckets.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/Random.hpp>
 #include <a2sgd/nn/Mlp.hpp>
@@ -144,9 +146,19 @@ TEST_CASE(
   const std::vector<int> label_values = {0, 2, 1, 2};
   const LabelView y = make_labels(label_values);
 
-  const nn::LossResult r = mlp.forward_backward(exec, store.params(), store.grads(), x, y);
+  GradientRecorder recorder(store.grads());
+  nn::StepContext context;
+  context.gradient = &recorder;
+  const nn::LossResult r = mlp.forward_backward(exec, store.params(), store.grads(), x, y, context);
   CHECK(std::isfinite(r.loss_sum));
   const auto analytic = to_host(store.grads());
+  // 0. The backward pass reports each layer (weight and bias), the last first, once it is final,
+  // and the layers cover the gradient.
+  const std::vector<GradientRange> layers = {{59, 74}, {35, 59}, {0, 35}};
+  CHECK(mlp.gradient_order() == layers);
+  CHECK(recorder.ranges == layers);
+  CHECK(recorder.changed_after_report(analytic) == 0);
+  CHECK_NOTHROW(plan_buckets(recorder.ranges, store.size(), BucketOptions{}));
   const auto params_f = to_host(store.params());
   const std::vector<double> params(params_f.begin(), params_f.end());
   auto xh = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);

@@ -63,6 +63,8 @@ struct Raw {
   double lr = -1.0, momentum = 0.9, weight_decay = 0.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, gamma = 0.1;
   double lr_min = 0.0, clip = -1.0, plateau_divisor = 4.0;
   bool nesterov = false, gpu_aware = false;
+  double bucket_mb = 25.0, first_bucket_mb = 1.0;  // PyTorch DDP's bucket_cap_mb and first bucket
+  std::string overlap = "on";
 };
 
 po::options_description general_options(Raw& r) {
@@ -126,7 +128,15 @@ po::options_description exchange_options(Raw& r) {
   std::string methods;
   for (const auto& name : exchange_methods()) methods += (methods.empty() ? "" : " | ") + name;
   d.add_options()("compressor", po::value(&r.compressor)->default_value(r.compressor), methods.c_str())(
-      "gpu-aware-mpi", po::bool_switch(&r.gpu_aware), "hand device pointers to MPI (CUDA/ROCm-aware MPI)");
+      "gpu-aware-mpi", po::bool_switch(&r.gpu_aware), "hand device pointers to MPI (CUDA/ROCm-aware MPI)")(
+      "bucket-mb", po::value(&r.bucket_mb)->default_value(r.bucket_mb),
+      "gradient bucket cap in MiB (PyTorch DDP's bucket_cap_mb); methods that exchange per bucket (dense) "
+      "start one collective per bucket; 0: one bucket")(
+      "first-bucket-mb", po::value(&r.first_bucket_mb)->default_value(r.first_bucket_mb),
+      "the first bucket's cap in MiB (DDP's 1 MiB: it starts soonest)")(
+      "overlap", po::value(&r.overlap)->default_value(r.overlap),
+      "on | off: start each bucket's collective during the backward pass (off: the same collectives after it; "
+      "results are identical). Not with clipping (it needs the whole gradient) or at --diagnostics-every steps");
   apps::add_method_options(d);
   return d;
 }
@@ -408,6 +418,16 @@ void apply_exchange(const po::variables_map& vm, const Raw& r, TrainConfig& c) {
   for (const auto& [own, name] : method.averaging_aliases) options.set(own, averaging.text(name));
   c.exchange.method = r.compressor;
   c.exchange.common.gpu_aware_mpi = r.gpu_aware;
+  const auto mib = [](double mb) { return static_cast<std::size_t>(std::llround(mb * 1048576.0)); };
+  require(std::isfinite(r.bucket_mb) && r.bucket_mb >= 0.0 && r.bucket_mb <= 1048576.0, "bucket-mb", r.bucket_mb,
+          "must be in [0, 1048576] MiB (0: one bucket)");
+  require(std::isfinite(r.first_bucket_mb) && r.first_bucket_mb > 0.0 &&
+              (r.bucket_mb == 0.0 || r.first_bucket_mb <= r.bucket_mb),
+          "first-bucket-mb", r.first_bucket_mb, "must be > 0 and at most --bucket-mb");
+  require(r.overlap == "on" || r.overlap == "off", "overlap", r.overlap, "must be on or off");
+  c.exchange.common.buckets.bytes = mib(r.bucket_mb);
+  c.exchange.common.buckets.first_bytes = mib(r.first_bucket_mb);
+  c.exchange.common.buckets.overlap = r.overlap == "on";
   c.exchange.common.averaging = policy;
   c.averaging_options = averaging;
   c.exchange.seed = c.seed;
@@ -481,6 +501,10 @@ std::string TrainConfig::to_ini() const {
     << "\nbeta1 = " << optimizer.beta1 << "\nbeta2 = " << optimizer.beta2 << "\nadam-eps = " << optimizer.epsilon
     << '\n';
   o << "compressor = " << exchange.method << '\n';
+  const BucketOptions& buckets = exchange.common.buckets;
+  o << "bucket-mb = " << static_cast<double>(buckets.bytes) / 1048576.0
+    << "\nfirst-bucket-mb = " << static_cast<double>(buckets.first_bytes) / 1048576.0
+    << "\noverlap = " << (buckets.overlap ? "on" : "off") << '\n';
   // Every method's options: the chosen one's as the run uses them, the others' as given.
   for (const auto& m : exchange_registry()) {
     const auto other = other_method_options.find(m.name);

@@ -120,6 +120,20 @@ void banner(const train::TrainConfig& c, const Communicator& comm, const train::
   std::fflush(stdout);
 }
 
+// The gradient's buckets, where the method exchanges more than one (BucketOptions).
+void bucket_line(const train::TrainConfig& c, const Communicator& comm, const Exchange& exchange) {
+  const std::vector<GradientRange>& buckets = exchange.buckets();
+  if (comm.rank() != 0 || c.quiet || buckets.size() < 2) return;
+  std::string sizes;
+  for (const GradientRange& b : buckets) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b.size());
+  const bool overlap = c.exchange.common.buckets.overlap;
+  std::printf("  gradient in %zu buckets of %s values, %s\n", buckets.size(), sizes.c_str(),
+              !overlap      ? "exchanged after the backward pass (--overlap off)"
+              : c.clip > 0.0 ? "exchanged after the backward pass (clipping needs the whole gradient)"
+                             : "each exchanged during the backward pass as it completes (--overlap on)");
+  std::fflush(stdout);
+}
+
 // The library's errors of a run in the command line's words, as exit codes (docs/training.md).
 int train_and_report(train::Trainer& trainer, const train::TrainConfig& c, const Communicator& comm) {
   try {
@@ -208,6 +222,7 @@ int run(int argc, char** argv, const Communicator& comm) {
     report(comm, std::string("error: ") + e.what());
     return apps::exit_input;
   }
+  bucket_line(c, comm, trainer.exchange());
   const int code = train_and_report(trainer, c, comm);
   if (code != apps::exit_ok && code != apps::exit_requeue) return code;
   return metrics_lost(comm, *reporter) ? apps::exit_input : code;

@@ -15,6 +15,7 @@
 #include <a2sgd/compress/ExchangeRegistry.hpp>
 #include <a2sgd/compress/GatherCodec.hpp>
 #include <a2sgd/compress/GatherExchange.hpp>
+#include <a2sgd/compress/GradientBuckets.hpp>
 #include <a2sgd/compress/KernelTraffic.hpp>
 #include <a2sgd/compress/ModelAveraging.hpp>
 #include <a2sgd/compress/QsgdCodec.hpp>
@@ -24,6 +25,7 @@
 #include <a2sgd/core/Accounting.hpp>
 #include <a2sgd/core/BuildInfo.hpp>
 #include <a2sgd/core/Error.hpp>
+#include <a2sgd/core/GradientListener.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/HeapPolicy.hpp>
 #include <a2sgd/core/Options.hpp>

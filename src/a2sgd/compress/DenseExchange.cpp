@@ -13,9 +13,16 @@ std::vector<std::pair<std::string, std::string>> DenseExchange::own_options() co
 
 void DenseExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                             StepStats& stats) {
-  allreduce_sum(grad, stats);
+  if (buckets().size() > 1)
+    finish_buckets(grad, stats);
+  else
+    allreduce_sum(grad, stats);
   // Dividing by p happens inside the optimizer kernel: one pass instead of two.
   apply_dense(params, grad, opt, lr, 1.0f / static_cast<float>(comm().size()), stats);
+}
+
+Request DenseExchange::start_bucket(const FloatView& grad, GradientRange bucket, StepStats& stats) {
+  return comm().iallreduce(grad.data() + bucket.begin, static_cast<std::size_t>(bucket.size()), MPI_SUM, &stats);
 }
 
 }  // namespace a2sgd

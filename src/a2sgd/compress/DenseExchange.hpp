@@ -8,6 +8,8 @@ namespace a2sgd {
 
 /// Dense all-reduce: u = (1/p) sum_r g_r. Sends n float32 values per rank per step.
 /// The gradient buffer is summed in place (it holds the sum of all ranks' gradients afterwards).
+/// Planned buckets (plan_buckets()) are summed one MPI_Iallreduce each, overlapping the backward
+/// pass when armed (begin_step()).
 class DenseExchange final : public Exchange {
  public:
   DenseExchange(const Communicator& comm, Index n, const CommonExchangeOptions& common = {},
@@ -22,6 +24,9 @@ class DenseExchange final : public Exchange {
  protected:
   void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                StepStats& stats) override;
+  /// One MPI_Iallreduce per bucket (plan_buckets()).
+  bool bucketed() const override { return true; }
+  Request start_bucket(const FloatView& grad, GradientRange bucket, StepStats& stats) override;
 };
 
 }  // namespace a2sgd

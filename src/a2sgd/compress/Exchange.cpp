@@ -1,5 +1,8 @@
 #include <a2sgd/compress/Exchange.hpp>
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace a2sgd {
 namespace {
 
@@ -63,19 +66,85 @@ Exchange::Exchange(const Communicator& comm, Index n, const ExecutionSpace& exec
   if (why.empty()) {
     try {
       common.averaging.validate();
+      common.buckets.validate();
     } catch (const InvalidArgument& e) {
       why = e.what();
     }
   }
   comm.raise_if_any(!why.empty(), why);
   comm.require_same(static_cast<std::uint64_t>(n), "the number of parameters n");
-  const std::string full = signature + averaging_signature(common.averaging);
+  // The bucket sizes are the collectives' sizes: ranks must agree on them as on the method.
+  const std::string full = signature + averaging_signature(common.averaging) + ";" + common.buckets.signature();
   comm.require_same(fnv1a(full), "the exchange method and its options (this rank: " + full + ")");
   if (common.averaging.has_outer_state()) {
     // Two model-sized buffers: theta, the model of the last synchronisation, and the momentum.
     m_anchor = FloatView("a2sgd::compress::outer_anchor", static_cast<std::size_t>(n));
     m_velocity = FloatView("a2sgd::compress::outer_velocity", static_cast<std::size_t>(n));
   }
+  m_buckets = {GradientRange{0, n}};
+  m_reported.assign(1, 0);
+  m_requests.resize(1);
+}
+
+void Exchange::plan_buckets(const std::vector<GradientRange>& order) {
+  if (m_armed) throw InvalidArgument("exchange: buckets planned between begin_step() and step()");
+  for (Request& r : m_requests) r.wait();
+  // MPI must read the buckets where they are: staged copies would serialise them again.
+  const bool can = bucketed() && (host_accessible_memory || m_common.gpu_aware_mpi);
+  m_buckets = can ? a2sgd::plan_buckets(order, m_size, m_common.buckets) : std::vector<GradientRange>{{0, m_size}};
+  m_reported.assign(m_buckets.size(), 0);
+  m_requests.clear();
+  m_requests.resize(m_buckets.size());
+  m_next_bucket = 0;
+}
+
+GradientListener* Exchange::begin_step(const FloatView& grad) {
+  check_extent(grad, m_size, "gradient");
+  for (Request& r : m_requests) r.wait();  // a step that an exception abandoned
+  m_pending = StepStats();
+  std::fill(m_reported.begin(), m_reported.end(), Index(0));
+  m_next_bucket = 0;
+  m_armed = m_buckets.size() > 1 && m_common.buckets.overlap;
+  m_armed_grad = m_armed ? grad : FloatView();
+  return m_armed ? this : nullptr;
+}
+
+void Exchange::gradient_ready(const ExecutionSpace& exec, GradientRange range) {
+  if (!m_armed) return;
+  std::size_t b = 0;
+  while (b < m_buckets.size() && !(range.begin >= m_buckets[b].begin && range.end <= m_buckets[b].end)) ++b;
+  if (range.begin >= range.end || b == m_buckets.size())
+    throw InvalidArgument("exchange: gradient range [" + std::to_string(range.begin) + ", " +
+                          std::to_string(range.end) + ") is empty or in no bucket of the planned order");
+  m_reported[b] += range.size();
+  if (m_reported[b] > m_buckets[b].size())
+    throw InvalidArgument("exchange: bucket [" + std::to_string(m_buckets[b].begin) + ", " +
+                          std::to_string(m_buckets[b].end) + ") reported more than once in a step");
+  bool fenced = false;
+  while (m_next_bucket + 1 < m_buckets.size() && m_reported[m_next_bucket] == m_buckets[m_next_bucket].size()) {
+    if (!fenced) exec.fence();  // MPI reads what the reported kernels wrote
+    fenced = true;
+    start_next_bucket(m_armed_grad, m_pending);
+    ++m_pending.overlapped;
+  }
+  // Open MPI's non-blocking collectives advance only inside MPI calls: each report is one.
+  for (Request& r : m_requests)
+    if (r.active()) r.test();
+}
+
+void Exchange::start_next_bucket(const FloatView& grad, StepStats& stats) {
+  m_requests[m_next_bucket] = start_bucket(grad, m_buckets[m_next_bucket], stats);
+  ++m_next_bucket;
+}
+
+Request Exchange::start_bucket(const FloatView&, GradientRange, StepStats&) {
+  throw std::logic_error(name() + ": start_bucket() of a method that does not bucket");
+}
+
+void Exchange::finish_buckets(const FloatView& grad, StepStats& stats) {
+  if (m_next_bucket < m_buckets.size()) m_exec.fence();  // the gradient's kernels are done
+  while (m_next_bucket < m_buckets.size()) start_next_bucket(grad, stats);
+  for (Request& r : m_requests) r.wait();
 }
 
 std::vector<std::pair<std::string, std::string>> Exchange::options() const {
@@ -113,9 +182,18 @@ void Exchange::step(const FloatView& params, const FloatView& grad, Optimizer& o
   if (opt.size() != m_size)
     throw InvalidArgument("exchange: optimizer was built for " + std::to_string(opt.size()) +
                           " parameters, the exchange for n = " + std::to_string(m_size));
+  if (m_armed && grad.data() != m_armed_grad.data())
+    throw InvalidArgument("exchange: step() got another gradient buffer than begin_step()");
   // The caller's kernels on this instance may still run: finish them outside our clocks.
   m_exec.fence();
-  StepStats stats;
+  // An armed step's early collectives have accounted into m_pending already.
+  if (!m_armed) {
+    m_pending = StepStats();
+    m_next_bucket = 0;
+  }
+  m_armed = false;
+  m_armed_grad = FloatView();
+  StepStats& stats = m_pending;
   const AveragingOptions& a = m_common.averaging;
   // The outer optimizer starts from the model at which the replicas begin to differ. A resumed
   // run past that step has it from the checkpoint.

@@ -7,8 +7,11 @@
 
 #include <a2sgd/comm/Communicator.hpp>
 #include <a2sgd/comm/NetworkModel.hpp>
+#include <a2sgd/comm/Request.hpp>
+#include <a2sgd/compress/GradientBuckets.hpp>
 #include <a2sgd/compress/ModelAveraging.hpp>
 #include <a2sgd/core/Accounting.hpp>
+#include <a2sgd/core/GradientListener.hpp>
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/optim/Optimizer.hpp>
 
@@ -26,6 +29,8 @@ struct CommonExchangeOptions {
   /// Periodic model averaging and the outer optimizer at each average (ModelAveraging.hpp): a
   /// policy of every method, applied by Exchange::step() after the method's own step.
   AveragingOptions averaging;
+  /// Gradient buckets and their overlap with the backward pass (plan_buckets(), begin_step()).
+  BucketOptions buckets;
 };
 
 /// One data-parallel gradient exchange method on a flat buffer of n float32 values.
@@ -33,7 +38,7 @@ struct CommonExchangeOptions {
 /// The Communicator passed at construction must outlive the exchange. Construction is
 /// collective: all ranks must build the same method with the same options and the same n,
 /// otherwise every rank throws CollectiveError.
-class Exchange {
+class Exchange : public GradientListener {
  public:
   /// The permission to run a step's body, made by step() alone. nvcc requires the function that
   /// encloses a device lambda to be public, so some methods' do_step() is public; taking a key
@@ -43,7 +48,7 @@ class Exchange {
     StepKey() {}  // user-provided, so that StepKey{} is not an aggregate a caller could make
   };
 
-  virtual ~Exchange() = default;
+  ~Exchange() override = default;
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
@@ -74,6 +79,27 @@ class Exchange {
   /// before anything is modified; a dense all-reduce detects them while applying the average,
   /// so the parameters are then non-finite too.
   void step(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr);
+
+  /// Buckets (methods whose exchange is one collective per bucket: dense): splits the gradient into
+  /// the buckets of plan_buckets(order, n, common.buckets), `order` being the model's
+  /// (Model::gradient_order(); the same on every rank). Without it, or for a method that does not
+  /// bucket (or whose MPI cannot read the memory), the gradient is one bucket. More than one bucket
+  /// changes how MPI associates the ranks' sums of a value at 3 ranks and more (as DDP's buckets
+  /// do); overlap on or off does not change a bit. Call before the first step.
+  void plan_buckets(const std::vector<GradientRange>& order);
+  /// The buckets in the order their collectives start (one bucket [0, n) unless planned).
+  const std::vector<GradientRange>& buckets() const noexcept { return m_buckets; }
+
+  /// Arms the coming step's overlap: returns the listener the model reports to during its backward
+  /// pass (StepContext::gradient), or nullptr when nothing can overlap (one bucket, or overlap off).
+  /// Every bucket but the last starts its collective as soon as the model has reported all of it
+  /// (in bucket order, so every rank starts the same collectives in the same order), and each report
+  /// makes progress on the collectives in flight; step() starts the rest and completes them. The
+  /// last bucket starts in step(): nothing is left to overlap it with, and the caller may still
+  /// change it (the Trainer marks a non-finite loss there). `grad` must be the buffer given to step().
+  GradientListener* begin_step(const FloatView& grad);
+  /// GradientListener: `range` (a group of the planned order) is final on `exec`.
+  void gradient_ready(const ExecutionSpace& exec, GradientRange range) override;
 
   /// Collective: out <- mean over ranks of params (out may alias params). One O(n) all-reduce,
   /// accounted in stats().averaging, never in the training traffic.
@@ -110,6 +136,14 @@ class Exchange {
   /// the outer optimizer's anchor is the model after them.
   virtual std::uint64_t synchronous_steps() const { return 0; }
 
+  /// Whether the method exchanges each bucket with one non-blocking collective (start_bucket()).
+  virtual bool bucketed() const { return false; }
+  /// Starts the collective of `bucket` of `grad` (bucketed methods); its kernels are done.
+  virtual Request start_bucket(const FloatView& grad, GradientRange bucket, StepStats& stats);
+  /// For bucketed methods' do_step(): starts the buckets not yet started, in order, and completes
+  /// every bucket's collective.
+  void finish_buckets(const FloatView& grad, StepStats& stats);
+
   /// In-place sum over ranks of a float buffer, staged through the host when MPI cannot read it.
   void allreduce_sum(const FloatView& data, StepStats& stats);
   /// MPI_Allgather of `send` (the same length on every rank) into `recv` (size() times as long,
@@ -144,6 +178,16 @@ class Exchange {
   // The outer optimizer's state (empty unless AveragingOptions::has_outer_state()).
   FloatView m_anchor;
   FloatView m_velocity;
+  // Buckets: the plan, per bucket the values reported this step and its collective, the next bucket
+  // to start; the armed step's gradient and the stats its early collectives account into.
+  std::vector<GradientRange> m_buckets;
+  std::vector<Index> m_reported;
+  std::vector<Request> m_requests;
+  std::size_t m_next_bucket = 0;
+  bool m_armed = false;
+  FloatView m_armed_grad;
+  StepStats m_pending;
+  void start_next_bucket(const FloatView& grad, StepStats& stats);
   // Host copies of collective payloads, grown to the largest seen (the first step allocates them).
   Kokkos::View<char*, Kokkos::HostSpace> m_host_send;
   Kokkos::View<char*, Kokkos::HostSpace> m_host_recv;

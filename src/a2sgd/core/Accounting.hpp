@@ -21,6 +21,8 @@ struct StepStats {
   double comm_s = 0.0;
   /// Decoding and applying the update (A2SGD: the fused residual + update + optimizer pass).
   double optimizer_s = 0.0;
+  /// Collectives started during the backward pass (gradient buckets overlapping it), of `messages`.
+  std::uint64_t overlapped = 0;
 
   StepStats& operator+=(const StepStats& o) noexcept {
     bytes_sent += o.bytes_sent;
@@ -28,6 +30,7 @@ struct StepStats {
     compress_s += o.compress_s;
     comm_s += o.comm_s;
     optimizer_s += o.optimizer_s;
+    overlapped += o.overlapped;
     return *this;
   }
 };

@@ -190,6 +190,30 @@ LossResult LstmLanguageModel::forward(const ExecutionSpace& exec, const FloatVie
                                want_grad ? buffer(m_dlogits, N, c.vocab) : Matrix(), 1.0f / static_cast<float>(N));
 }
 
+GradientRange LstmLanguageModel::span(std::initializer_list<std::size_t> tensors) const {
+  GradientRange r{std::numeric_limits<Index>::max(), 0};
+  for (std::size_t t : tensors) {
+    const TensorInfo& info = m_store->info(t);
+    r.begin = std::min(r.begin, info.offset);
+    r.end = std::max(r.end, info.offset + info.size);
+  }
+  return r;
+}
+
+std::vector<GradientRange> LstmLanguageModel::gradient_order() const {
+  std::vector<GradientRange> order;
+  if (m_config.tie_weights)
+    order.push_back(span({m_decoder_bias}));
+  else
+    order.push_back(span({m_decoder_weight, m_decoder_bias}));
+  for (Index l = m_config.layers; l-- > 0;) {
+    const auto i = static_cast<std::size_t>(l);
+    order.push_back(span({m_w_ih[i], m_w_hh[i], m_bias[i]}));
+  }
+  order.push_back(span({m_embedding}));
+  return order;
+}
+
 LossResult LstmLanguageModel::forward_backward(const ExecutionSpace& exec, const FloatView& params,
                                                const FloatView& grads, const Batch& batch, const StepContext& context) {
   const Shape shape = check(batch, m_train, "training");
@@ -207,6 +231,9 @@ LossResult LstmLanguageModel::forward_backward(const ExecutionSpace& exec, const
   linear_backward(exec, layer_output(c.layers - 1), buffer(m_dlogits, N, c.vocab),
                   m_store->matrix(params, m_decoder_weight), m_store->matrix(grads, m_decoder_weight),
                   m_store->slice(grads, m_decoder_bias), dy, Activation::none);
+  if (m_order.empty()) m_order = gradient_order();  // the store's layout is final by now; kept, not remade per step
+  const std::vector<GradientRange>& order = m_order;
+  context.gradient_ready(exec, order.front());
   if (drop) dropout(exec, dy, dy, c.dropout, dropout_key(context, static_cast<unsigned>(c.layers)));
   const LstmBackwardScratch scratch{buffer(m_dgates, N, 4 * H), buffer(m_dh_next, C, H), buffer(m_dc, C, H)};
   for (Index l = c.layers; l-- > 0;) {
@@ -218,11 +245,13 @@ LossResult LstmLanguageModel::forward_backward(const ExecutionSpace& exec, const
     if (drop) dropout(exec, dx, dx, c.dropout, dropout_key(context, static_cast<unsigned>(l)));
     std::swap(current, spare);
     dy = dx;
+    context.gradient_ready(exec, order[static_cast<std::size_t>(c.layers - l)]);
   }
   // Tied: the decoder's GEMM wrote the weight gradient; the embedding's rows add to it.
   const MatrixView grad_embedding = m_store->matrix(grads, m_embedding);
   if (!c.tie_weights) Kokkos::deep_copy(exec, grad_embedding, 0.0f);
   embedding_backward(exec, batch.tokens, T, dy, grad_embedding);
+  context.gradient_ready(exec, order.back());
   return r;
 }
 

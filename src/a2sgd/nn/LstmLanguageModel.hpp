@@ -45,6 +45,9 @@ class LstmLanguageModel final : public Model {
   void reserve(const BatchShape& train, const BatchShape& eval) override;
   LossResult forward_backward(const ExecutionSpace& exec, const FloatView& params, const FloatView& grads,
                               const Batch& batch, const StepContext& context) override;
+  /// The decoder bias (and the decoder weight when untied), then each LSTM layer, last first, then
+  /// the embedding (with tied weights also the decoder's, which the embedding's rows finish).
+  std::vector<GradientRange> gradient_order() const override;
   void begin_evaluation() override;
   LossResult evaluate(const ExecutionSpace& exec, const FloatView& params, const Batch& batch) override;
   /// "lstm_state": [layers][h, c][columns][H] of the training columns.
@@ -58,6 +61,8 @@ class LstmLanguageModel final : public Model {
   Shape check(const Batch& batch, const BatchShape& capacity, const char* what) const;
   Matrix buffer(const FloatView& storage, Index rows, Index cols) const;
   LstmWeights layer_weights(const FloatView& flat, Index layer) const;
+  /// The flat-buffer range spanned by `tensors` (adjacent in the store, as the constructor adds them).
+  GradientRange span(std::initializer_list<std::size_t> tensors) const;
   /// The forward pass from `state` (and into it); dropout when `context` is given.
   LossResult forward(const ExecutionSpace& exec, const FloatView& params, const ConstTokenMatrix& tokens, Shape shape,
                      const FloatView& state, const StepContext* context, bool want_grad);
@@ -75,6 +80,7 @@ class LstmLanguageModel final : public Model {
   FloatView m_dy_a, m_dy_b;  // ping-pong gradients of layer inputs/outputs
   FloatView m_dgates, m_dh_next, m_dc;
   LabelView m_targets;
+  std::vector<GradientRange> m_order;  // gradient_order(), made by the first training step
 };
 
 }  // namespace a2sgd::nn

@@ -109,8 +109,20 @@ LossResult Mlp::evaluate(const ExecutionSpace& exec, const FloatView& params, co
   return softmax_cross_entropy(exec, rows(m_out.back(), batch), labels, Matrix(), 0.0f);
 }
 
+std::vector<GradientRange> Mlp::gradient_order() const {
+  std::vector<GradientRange> order;
+  for (std::size_t l = layers(); l-- > 0;) order.push_back(layer_range(l));
+  return order;
+}
+
+GradientRange Mlp::layer_range(std::size_t l) const {
+  const TensorInfo& w = m_store->info(m_weights[l]);
+  const TensorInfo& b = m_store->info(m_biases[l]);
+  return {std::min(w.offset, b.offset), std::max(w.offset + w.size, b.offset + b.size)};
+}
+
 LossResult Mlp::forward_backward(const ExecutionSpace& exec, const FloatView& params, const FloatView& grads,
-                                 const ConstMatrix& x, const ConstLabelView& labels) {
+                                 const ConstMatrix& x, const ConstLabelView& labels, const StepContext& context) {
   const auto batch = static_cast<Index>(x.extent(0));
   forward(exec, params, x, batch);
   const LossResult r = softmax_cross_entropy(exec, rows(m_out.back(), batch), labels, rows(m_dout.back(), batch),
@@ -122,6 +134,7 @@ LossResult Mlp::forward_backward(const ExecutionSpace& exec, const FloatView& pa
     linear_backward(exec, in, rows(m_dout[l], batch), m_store->matrix(params, m_weights[l]),
                     m_store->matrix(grads, m_weights[l]), m_store->slice(grads, m_biases[l]), din,
                     l > 0 ? Activation::relu : Activation::none);
+    context.gradient_ready(exec, layer_range(l));
   }
   return r;
 }

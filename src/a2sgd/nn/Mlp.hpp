@@ -53,19 +53,22 @@ class Mlp final : public Model {
   void reserve(const BatchShape& train, const BatchShape& eval) override { reserve(std::max(train.rows, eval.rows)); }
 
   /// Forward and backward pass: overwrites `grads` with the gradient of the mean loss over the
-  /// batch; returns the summed loss and the correct count.
+  /// batch; returns the summed loss and the correct count. Each layer's weight and bias are
+  /// reported to `context` as one group, the last layer first (gradient_order()).
   LossResult forward_backward(const ExecutionSpace& exec, const FloatView& params, const FloatView& grads,
-                              const ConstMatrix& x, const ConstLabelView& labels);
+                              const ConstMatrix& x, const ConstLabelView& labels, const StepContext& context = {});
 
   /// Forward pass only.
   LossResult evaluate(const ExecutionSpace& exec, const FloatView& params, const ConstMatrix& x,
                       const ConstLabelView& labels);
 
-  /// Model interface: batch.features and batch.labels (the context is unused: no dropout).
+  /// Model interface: batch.features and batch.labels (the context's listener only: no dropout).
   LossResult forward_backward(const ExecutionSpace& exec, const FloatView& params, const FloatView& grads,
-                              const Batch& batch, const StepContext&) override {
-    return forward_backward(exec, params, grads, batch.features, batch.labels);
+                              const Batch& batch, const StepContext& context) override {
+    return forward_backward(exec, params, grads, batch.features, batch.labels, context);
   }
+  /// Per layer, last first: its weight and bias (adjacent in the buffer).
+  std::vector<GradientRange> gradient_order() const override;
   LossResult evaluate(const ExecutionSpace& exec, const FloatView& params, const Batch& batch) override {
     return evaluate(exec, params, batch.features, batch.labels);
   }
@@ -73,6 +76,8 @@ class Mlp final : public Model {
  private:
   std::size_t layers() const noexcept { return m_weights.size(); }
   Matrix rows(const Matrix& m, Index batch) const;
+  /// Layer l's weight and bias in the flat buffer (the constructor adds them one after the other).
+  GradientRange layer_range(std::size_t l) const;
   void forward(const ExecutionSpace& exec, const FloatView& params, const ConstMatrix& x, Index batch);
 
   MlpConfig m_config;

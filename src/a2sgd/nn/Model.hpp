@@ -5,6 +5,7 @@
 /// per-rank state that must survive a checkpoint. Mlp and LstmLanguageModel implement it; a user's
 /// model does too (examples/cpp/custom_model.cpp).
 
+#include <a2sgd/core/GradientListener.hpp>
 #include <a2sgd/core/Types.hpp>
 #include <a2sgd/nn/SoftmaxCrossEntropy.hpp>
 
@@ -36,6 +37,14 @@ struct StepContext {
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
   int rank = 0;
+  /// Told of each group of Model::gradient_order() as the backward pass finishes it (the exchange,
+  /// which then starts that bucket's collective); none: nobody listens.
+  GradientListener* gradient = nullptr;
+
+  /// Reports `range` final to the listener, if any.
+  void gradient_ready(const ExecutionSpace& exec, GradientRange range) const {
+    if (gradient) gradient->gradient_ready(exec, range);
+  }
 };
 
 class Model {
@@ -61,6 +70,13 @@ class Model {
   /// number of predictions.
   virtual LossResult forward_backward(const ExecutionSpace& exec, const FloatView& params, const FloatView& grads,
                                       const Batch& batch, const StepContext& context) = 0;
+
+  /// The groups of gradient values that forward_backward() finishes one after the other, in that
+  /// order: it reports each through StepContext::gradient_ready() as soon as nothing writes it
+  /// again, so that the exchange can overlap their communication with the rest of the backward
+  /// pass. The groups cover the gradient exactly once. Empty (the default): the model reports
+  /// nothing and the exchange starts after the backward pass.
+  virtual std::vector<GradientRange> gradient_order() const { return {}; }
 
   /// Starts an evaluation pass (sequence models reset their evaluation state).
   virtual void begin_evaluation() {}

@@ -106,7 +106,11 @@ void Trainer::setup() {
   // A method's options checked against the model (a Random-K ratio that selects nothing, a
   // PowerSGD rank that compresses no matrix) fail identically on every rank after the method's own
   // collective agreement check: one CollectiveError everywhere, invalid input for the app.
-  m_comm.all_or_throw([&] { m_exchange = make_exchange(exchange, m_comm, m_store.size(), m_exec); });
+  m_comm.all_or_throw([&] {
+    m_exchange = make_exchange(exchange, m_comm, m_store.size(), m_exec);
+    // Buckets in the order the model finishes its gradient (dense: one all-reduce per bucket).
+    m_exchange->plan_buckets(m_model.gradient_order());
+  });
 
   // Every replica starts from rank 0's initialisation.
   if (m_comm.rank() == 0) m_model.initialize(m_store.params(), c.seed);
@@ -138,17 +142,22 @@ Trainer::Outcome Trainer::run() {
       const std::uint64_t step = done;
       Stopwatch step_clock;
       const nn::Batch batch = m_data.train_batch(m_exec, step);
-      const nn::LossResult r = m_model.forward_backward(m_exec, m_store.params(), m_store.grads(), batch,
-                                                        nn::StepContext{c.seed, step, m_comm.rank()});
+      const bool monitored = m_monitor && (step + 1) % c.diagnostics_every == 0;
+      nn::StepContext context{c.seed, step, m_comm.rank()};
+      // Buckets overlap the backward pass unless something reads or changes the local gradient
+      // between it and the exchange: clipping (the whole gradient's norm), the update monitor.
+      if (!m_clipper && !monitored) context.gradient = m_exchange->begin_step(m_store.grads());
+      const nn::LossResult r = m_model.forward_backward(m_exec, m_store.params(), m_store.grads(), batch, context);
       if (!std::isfinite(r.loss_sum)) {
-        // Make the exchange see it, so that every rank stops at this step together.
-        Kokkos::deep_copy(m_exec, Kokkos::subview(m_store.grads(), 0), std::numeric_limits<float>::quiet_NaN());
+        // Make the exchange see it, so that every rank stops at this step together: in the last
+        // bucket, which no collective has read yet.
+        Kokkos::deep_copy(m_exec, Kokkos::subview(m_store.grads(), m_exchange->buckets().back().begin),
+                          std::numeric_limits<float>::quiet_NaN());
       } else if (m_clipper) {
         m_clipper->apply(m_exec, m_store.grads());
       }
       m_exec.fence();
       m_compute_s += step_clock.seconds();
-      const bool monitored = m_monitor && (step + 1) % c.diagnostics_every == 0;
       if (monitored) m_monitor->before_step(m_store.params(), m_store.grads());
       m_exchange->step(m_store.params(), m_store.grads(), *m_optimizer, (*m_schedule)(step));
       if (monitored) emit(m_monitor->record(step + 1, m_monitor->after_step(m_store.params(), (*m_schedule)(step))));
@@ -438,6 +447,9 @@ void Trainer::write_summary(std::uint64_t done) {
       .add("comm_s_per_step", st.total.comm_s / steps)
       .add("optimizer_s_per_step", st.total.optimizer_s / steps)
       .add("comm_bytes", st.total.bytes_sent)
+      .add("collectives", st.total.messages)
+      .add("collectives_overlapped", st.total.overlapped)
+      .add("buckets", static_cast<std::int64_t>(m_exchange->buckets().size()))
       .add("bytes_per_step", bytes_per_step)
       .add("final_average_bytes", final_average_bytes)
       .add("total_comm_bytes", st.total.bytes_sent + final_average_bytes)
