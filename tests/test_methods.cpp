@@ -7,8 +7,10 @@
 #include <a2sgd/core/ParameterStore.hpp>
 #include <a2sgd/core/Random.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <type_traits>
 
 using namespace a2sgd;
@@ -150,4 +152,58 @@ TEST_CASE("alpha-beta model: ring, recursive-doubling and halving-doubling costs
   CHECK(parse_allreduce_model("ring") == AllreduceModel::ring);
   CHECK(parse_allreduce_model("halving") == AllreduceModel::halving);
   CHECK_THROWS_WITH(parse_allreduce_model("tree"), A2SGD_CONTAINS("ring, doubling, halving, best"));
+}
+
+TEST_CASE("every bucketed method: overlapped and not, bit for bit; each bucket's planned bytes", "[methods][buckets]") {
+  Communicator comm;
+  ParameterStore store = fmnist_mlp_store();
+  const auto n = static_cast<Index>(store.tensors().back().offset + store.tensors().back().size);
+  // The MLP's layers as its backward pass reports them, last first; caps that make three buckets
+  // (fc3: 10 kB; fc2: 263 kB; fc1: 803 kB, above the 300 kB cap, a bucket of its own).
+  std::vector<GradientRange> order;
+  for (std::size_t t = store.tensors().size(); t >= 2; t -= 2)
+    order.push_back({store.tensors()[t - 2].offset, store.tensors()[t - 1].offset + store.tensors()[t - 1].size});
+  const std::vector<std::string> bucketed = {"dense", "topk", "qsgd", "efsign"};
+  const ExecutionSpace exec;
+  for (const ExchangeMethod& method : exchange_registry()) {
+    INFO(method.name);
+    std::unique_ptr<Exchange> ex[2];
+    for (int overlap = 0; overlap < 2; ++overlap) {
+      ExchangeConfig cfg;
+      cfg.method = method.name;
+      cfg.layout = store.tensors();
+      cfg.common.buckets.first_bytes = 100000;
+      cfg.common.buckets.bytes = 300000;
+      cfg.common.buckets.overlap = overlap == 1;
+      ex[overlap] = make_exchange(cfg, comm, n);
+      ex[overlap]->plan_buckets(order);
+    }
+    const bool buckets = std::find(bucketed.begin(), bucketed.end(), method.name) != bucketed.end();
+    CHECK(ex[1]->buckets().size() == (buckets ? 3u : 1u));
+    std::uint64_t total = 0;
+    for (const auto& c : ex[1]->step_traffic()) total += c.bytes;
+    Optimizer opt[2] = {Optimizer(OptimizerConfig{}, n), Optimizer(OptimizerConfig{}, n)};
+    FloatView x[2] = {to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f)),
+                      to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f))};
+    for (int step = 0; step < 3; ++step) {
+      Rng rng(100 * static_cast<std::uint64_t>(step) + static_cast<std::uint64_t>(comm.rank()));
+      std::vector<float> g(static_cast<std::size_t>(n));
+      for (auto& v : g) v = static_cast<float>(0.01 * rng.normal());
+      for (int overlap = 0; overlap < 2; ++overlap) {
+        auto grad = to_device(g);
+        GradientListener* listener = ex[overlap]->begin_step(grad);
+        CHECK((listener != nullptr) == (buckets && overlap == 1));
+        if (listener)
+          for (const GradientRange& group : order) listener->gradient_ready(exec, group);
+        ex[overlap]->step(x[overlap], grad, opt[overlap], 0.01);
+        const StepStats& s = ex[overlap]->stats().last_step;
+        CHECK(s.bytes_sent == total);
+        CHECK(s.overlapped == (listener ? 2u : 0u));
+      }
+    }
+    CHECK(to_host(x[0]) == to_host(x[1]));
+    const auto state0 = ex[0]->state(), state1 = ex[1]->state();
+    REQUIRE(state0.size() == state1.size());
+    for (std::size_t i = 0; i < state0.size(); ++i) CHECK(to_host(state0[i].view) == to_host(state1[i].view));
+  }
 }

@@ -21,7 +21,7 @@ void DenseExchange::do_step(StepKey, const FloatView& params, const FloatView& g
   apply_dense(params, grad, opt, lr, 1.0f / static_cast<float>(comm().size()), stats);
 }
 
-Request DenseExchange::start_bucket(const FloatView& grad, GradientRange bucket, StepStats& stats) {
+Request DenseExchange::start_bucket(const FloatView& grad, std::size_t, GradientRange bucket, StepStats& stats) {
   return comm().iallreduce(grad.data() + bucket.begin, static_cast<std::size_t>(bucket.size()), MPI_SUM, &stats);
 }
 

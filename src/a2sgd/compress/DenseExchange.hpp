@@ -26,7 +26,7 @@ class DenseExchange final : public Exchange {
                StepStats& stats) override;
   /// One MPI_Iallreduce per bucket (plan_buckets()).
   bool bucketed() const override { return true; }
-  Request start_bucket(const FloatView& grad, GradientRange bucket, StepStats& stats) override;
+  Request start_bucket(const FloatView& grad, std::size_t index, GradientRange bucket, StepStats& stats) override;
 };
 
 }  // namespace a2sgd

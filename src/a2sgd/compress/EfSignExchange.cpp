@@ -5,7 +5,7 @@ namespace a2sgd {
 
 EfSignExchange::EfSignExchange(const Communicator& comm, Index n, const CommonExchangeOptions& common,
                                const ExecutionSpace& exec)
-    : GatherExchange(comm, n, exec, common, "efsign", EfSignCodec(n)) {}
+    : GatherExchange(comm, n, exec, common, "efsign", EfSignCodec(n), 0, [](Index m) { return EfSignCodec(m); }) {}
 
 }  // namespace a2sgd
 

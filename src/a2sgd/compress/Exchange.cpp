@@ -96,6 +96,7 @@ void Exchange::plan_buckets(const std::vector<GradientRange>& order) {
   m_requests.clear();
   m_requests.resize(m_buckets.size());
   m_next_bucket = 0;
+  buckets_planned();
 }
 
 GradientListener* Exchange::begin_step(const FloatView& grad) {
@@ -133,11 +134,11 @@ void Exchange::gradient_ready(const ExecutionSpace& exec, GradientRange range) {
 }
 
 void Exchange::start_next_bucket(const FloatView& grad, StepStats& stats) {
-  m_requests[m_next_bucket] = start_bucket(grad, m_buckets[m_next_bucket], stats);
+  m_requests[m_next_bucket] = start_bucket(grad, m_next_bucket, m_buckets[m_next_bucket], stats);
   ++m_next_bucket;
 }
 
-Request Exchange::start_bucket(const FloatView&, GradientRange, StepStats&) {
+Request Exchange::start_bucket(const FloatView&, std::size_t, GradientRange, StepStats&) {
   throw std::logic_error(name() + ": start_bucket() of a method that does not bucket");
 }
 

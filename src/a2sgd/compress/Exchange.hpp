@@ -138,8 +138,12 @@ class Exchange : public GradientListener {
 
   /// Whether the method exchanges each bucket with one non-blocking collective (start_bucket()).
   virtual bool bucketed() const { return false; }
-  /// Starts the collective of `bucket` of `grad` (bucketed methods); its kernels are done.
-  virtual Request start_bucket(const FloatView& grad, GradientRange bucket, StepStats& stats);
+  /// Called by plan_buckets() once buckets() holds the new plan: a method sets up what it keeps
+  /// per bucket (a bucketed method with more than one bucket).
+  virtual void buckets_planned() {}
+  /// Starts the collective of bucket number `index`, `bucket`, of `grad` (bucketed methods; the
+  /// kernels that wrote it are done): encodes it if the method does, and returns the collective.
+  virtual Request start_bucket(const FloatView& grad, std::size_t index, GradientRange bucket, StepStats& stats);
   /// For bucketed methods' do_step(): starts the buckets not yet started, in order, and completes
   /// every bucket's collective.
   void finish_buckets(const FloatView& grad, StepStats& stats);

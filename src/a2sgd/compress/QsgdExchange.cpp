@@ -11,7 +11,8 @@ QsgdExchange::QsgdExchange(const Communicator& comm, Index n, const QsgdOptions&
                            const CommonExchangeOptions& common, const ExecutionSpace& exec)
     : GatherExchange(comm, n, exec, common,
                      "qsgd;levels=" + std::to_string(options.levels) + ";seed=" + std::to_string(options.seed),
-                     QsgdCodec(n, options.levels), options.seed),
+                     QsgdCodec(n, options.levels), options.seed,
+                     [levels = options.levels](Index m) { return QsgdCodec(m, levels); }),
       m_options(options) {}
 
 std::vector<std::pair<std::string, std::string>> QsgdExchange::own_options() const {

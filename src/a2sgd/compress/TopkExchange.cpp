@@ -32,7 +32,8 @@ std::vector<std::uint32_t> TopkExchange::last_selection() const {
 TopkExchange::TopkExchange(const Communicator& comm, Index n, const TopkOptions& options,
                            const CommonExchangeOptions& common, const ExecutionSpace& exec)
     : GatherExchange(comm, n, exec, common, "topk;ratio=" + std::to_string(options.ratio),
-                     TopkCodec(n, topk_k(options.ratio, n))),
+                     TopkCodec(n, topk_k(options.ratio, n)), 0,
+                     [ratio = options.ratio](Index m) { return TopkCodec(m, topk_k(ratio, m)); }),
       m_options(options) {}
 
 std::vector<std::pair<std::string, std::string>> TopkExchange::own_options() const {
