@@ -1,4 +1,4 @@
-# a2sgd-train with METHOD (dense, topk, qsgd or efsign) exchanging buckets (a 64-32-32-4 MLP of
+# a2sgd-train with METHOD (dense, topk, randomk, qsgd or efsign) exchanging buckets (a 64-32-32-4 MLP of
 # 3,300 values, caps that make three buckets), on NP ranks: --overlap on starts two of each step's
 # three collectives during the backward pass (the summary's collectives_overlapped), --overlap off
 # none, and the two runs' losses and accuracies are the same bit for bit (every train and eval
@@ -9,7 +9,7 @@ file(REMOVE_RECURSE ${work})
 file(MAKE_DIRECTORY ${work})
 foreach(mode on off)
   execute_process(
-    COMMAND ${MPIEXEC} ${NPFLAG} ${NP} ${_preflags} ${EXE} --compressor ${METHOD} --topk-ratio 0.05 --dataset synthetic
+    COMMAND ${MPIEXEC} ${NPFLAG} ${NP} ${_preflags} ${EXE} --compressor ${METHOD} --topk-ratio 0.05 --randomk-ratio 0.05 --dataset synthetic
             --synthetic-train 2000 --synthetic-test 500 --synthetic-features 64 --synthetic-classes 4
             --hidden 32,32 --steps 60 --batch-size 16 --log-every 10 --eval-every 30 --first-bucket-mb 0.001
             --bucket-mb 0.008 --overlap ${mode} --metrics ${work}/${mode}.jsonl --no-progress-bar

@@ -54,43 +54,84 @@ std::vector<Index> RandomkExchange::indices(std::uint64_t step) const {
   return out;
 }
 
-void RandomkExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
-                              StepStats& stats) {
-  Stopwatch clock;
-  // a = g + e everywhere (the residual keeps it); this step's k indices, the same on every rank,
+void RandomkExchange::pack(const FloatView& grad, GradientRange range, Index offset, Index k, std::uint64_t seed) {
+  // a = g + e over the range (the residual keeps it); the step's k indices, the same on every rank,
   // are drawn in the kernel that gathers their values, and the sent values leave the residual.
+  const auto part = std::make_pair(range.begin, range.end);
   const FloatView e = m_residual;
   const auto bad = non_finite_count();
-  compress::impl::fold_into_residual(exec(), grad, e, bad);
-  const compress::impl::IndexPermutation pick(derive_seed(m_options.seed, steps()), static_cast<std::uint64_t>(size()));
+  compress::impl::fold_into_residual(exec(), Kokkos::subview(grad, part), Kokkos::subview(e, part), bad);
+  const compress::impl::IndexPermutation pick(derive_seed(seed, steps()), static_cast<std::uint64_t>(range.size()));
   const auto idx = m_indices;
   const FloatView values = m_values;
+  const Index begin = range.begin;
   Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::compress::randomk_pack"), Policy(exec(), 0, m_k), KOKKOS_LAMBDA(Index j) {
-        const auto i = static_cast<Index>(pick(static_cast<std::uint64_t>(j)));
-        idx(j) = i;
+      A2SGD_LABEL("a2sgd::compress::randomk_pack"), Policy(exec(), 0, k), KOKKOS_LAMBDA(Index j) {
+        const auto i = begin + static_cast<Index>(pick(static_cast<std::uint64_t>(j)));
+        idx(offset + j) = i;
         // A non-finite entry anywhere makes every rank stop (NonFiniteError while applying u).
-        values(j) = j == 0 && bad() > 0 ? a2sgd::detail::quiet_nan() : e(i);
+        values(offset + j) = j == 0 && bad() > 0 ? a2sgd::detail::quiet_nan() : e(i);
         e(i) = 0.0f;
       });
   exec().fence();
-  stats.compress_s += clock.seconds();
+}
 
-  allreduce_sum(m_values, stats);
-
-  clock.restart();
+void RandomkExchange::unpack_apply(const FloatView& params, Optimizer& opt, double lr, Index k, StepStats& stats) {
+  Stopwatch clock;
   const FloatView u = m_update;
+  const auto idx = m_indices;
+  const FloatView values = m_values;
   const float inv_p = 1.0f / static_cast<float>(comm().size());
   Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::compress::randomk_decode"), Policy(exec(), 0, m_k),
+      A2SGD_LABEL("a2sgd::compress::randomk_decode"), Policy(exec(), 0, k),
       KOKKOS_LAMBDA(Index j) { u(idx(j)) = values(j) * inv_p; });
   exec().fence();
   stats.optimizer_s += clock.seconds();
   apply_dense(params, m_update, opt, lr, 1.0f, stats);
   Kokkos::parallel_for(
-      A2SGD_LABEL("a2sgd::compress::randomk_clear"), Policy(exec(), 0, m_k),
+      A2SGD_LABEL("a2sgd::compress::randomk_clear"), Policy(exec(), 0, k),
       KOKKOS_LAMBDA(Index j) { u(idx(j)) = 0.0f; });
   exec().fence();
+}
+
+void RandomkExchange::buckets_planned() {
+  m_bucket_k.clear();
+  m_bucket_offset.clear();
+  if (buckets().size() < 2) return;
+  Index total = 0;
+  for (const GradientRange& b : buckets()) {
+    const double k = std::round(m_options.ratio * static_cast<double>(b.size()));
+    m_bucket_k.push_back(std::max<Index>(1, std::min<Index>(b.size(), static_cast<Index>(k))));
+    m_bucket_offset.push_back(total);
+    total += m_bucket_k.back();
+  }
+  m_indices = Kokkos::View<Index*, MemorySpace>("a2sgd::randomk::indices", static_cast<std::size_t>(total));
+  m_values = FloatView("a2sgd::randomk::values", static_cast<std::size_t>(total));
+}
+
+Request RandomkExchange::start_bucket(const FloatView& grad, std::size_t index, GradientRange bucket,
+                                      StepStats& stats) {
+  Stopwatch clock;
+  // The bucket's own stream: its entries j draw apart from the other buckets'.
+  const std::uint64_t seed = m_options.seed ^ (0x9e3779b97f4a7c15ull * (static_cast<std::uint64_t>(index) + 1));
+  pack(grad, bucket, m_bucket_offset[index], m_bucket_k[index], seed);
+  stats.compress_s += clock.seconds();
+  return comm().iallreduce(m_values.data() + m_bucket_offset[index], static_cast<std::size_t>(m_bucket_k[index]),
+                           MPI_SUM, &stats);
+}
+
+void RandomkExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
+                              StepStats& stats) {
+  if (!m_bucket_k.empty()) {
+    finish_buckets(grad, stats);
+    unpack_apply(params, opt, lr, static_cast<Index>(m_values.extent(0)), stats);
+    return;
+  }
+  Stopwatch clock;
+  pack(grad, {0, size()}, 0, m_k, m_options.seed);
+  stats.compress_s += clock.seconds();
+  allreduce_sum(m_values, stats);
+  unpack_apply(params, opt, lr, m_k, stats);
 }
 
 }  // namespace a2sgd
