@@ -163,7 +163,7 @@ TEST_CASE("every bucketed method: overlapped and not, bit for bit; each bucket's
   std::vector<GradientRange> order;
   for (std::size_t t = store.tensors().size(); t >= 2; t -= 2)
     order.push_back({store.tensors()[t - 2].offset, store.tensors()[t - 1].offset + store.tensors()[t - 1].size});
-  const std::vector<std::string> bucketed = {"dense", "topk", "randomk", "qsgd", "efsign"};
+  const std::vector<std::string> bucketed = {"dense", "topk", "randomk", "qsgd", "efsign", "fp16", "bf16"};
   const ExecutionSpace exec;
   for (const ExchangeMethod& method : exchange_registry()) {
     INFO(method.name);
@@ -180,8 +180,11 @@ TEST_CASE("every bucketed method: overlapped and not, bit for bit; each bucket's
     }
     const bool buckets = std::find(bucketed.begin(), bucketed.end(), method.name) != bucketed.end();
     CHECK(ex[1]->buckets().size() == (buckets ? 3u : 1u));
-    std::uint64_t total = 0;
-    for (const auto& c : ex[1]->step_traffic()) total += c.bytes;
+    std::uint64_t total = 0, calls = 0;
+    for (const auto& c : ex[1]->step_traffic()) {
+      total += c.bytes;
+      calls += static_cast<std::uint64_t>(c.mpi_calls);
+    }
     Optimizer opt[2] = {Optimizer(OptimizerConfig{}, n), Optimizer(OptimizerConfig{}, n)};
     FloatView x[2] = {to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f)),
                       to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f))};
@@ -198,6 +201,7 @@ TEST_CASE("every bucketed method: overlapped and not, bit for bit; each bucket's
         ex[overlap]->step(x[overlap], grad, opt[overlap], 0.01);
         const StepStats& s = ex[overlap]->stats().last_step;
         CHECK(s.bytes_sent == total);
+        CHECK(s.messages == calls);
         CHECK(s.overlapped == (listener ? 2u : 0u));
       }
     }

@@ -210,6 +210,36 @@ void Communicator::allgatherv_bytes(void* data, const int* counts, const int* di
   }
 }
 
+Request Communicator::ialltoallv_bytes(const void* send, const int* send_counts, const int* send_displs, void* recv,
+                                       const int* recv_counts, const int* recv_displs, std::size_t elem_size,
+                                       MPI_Datatype type, StepStats* stats) const {
+  Stopwatch clock;
+  MPI_Request request = MPI_REQUEST_NULL;
+  A2SGD_MPI_CHECK(
+      MPI_Ialltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs, type, m_comm, &request));
+  if (stats) {
+    std::size_t sent = 0;
+    for (int q = 0; q < m_size; ++q) sent += static_cast<std::size_t>(send_counts[q]);
+    stats->comm_s += clock.seconds();
+    stats->bytes_sent += sent * elem_size;
+    stats->messages += 1;
+  }
+  return Request(request, stats, m_watchdog, "MPI_Ialltoallv");
+}
+
+Request Communicator::iallgatherv_bytes(void* data, const int* counts, const int* displs, std::size_t elem_size,
+                                        MPI_Datatype type, StepStats* stats) const {
+  Stopwatch clock;
+  MPI_Request request = MPI_REQUEST_NULL;
+  A2SGD_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts, displs, type, m_comm, &request));
+  if (stats) {
+    stats->comm_s += clock.seconds();
+    stats->bytes_sent += static_cast<std::size_t>(counts[m_rank]) * elem_size;
+    stats->messages += 1;
+  }
+  return Request(request, stats, m_watchdog, "MPI_Iallgatherv");
+}
+
 void Communicator::broadcast_bytes(void* data, std::size_t count, std::size_t elem_size, MPI_Datatype type, int root,
                                    StepStats* stats) const {
   const auto wait = watch("MPI_Bcast");

@@ -96,6 +96,22 @@ class Communicator {
     return iallgather_bytes(send, count, sizeof(T), detail::mpi_datatype<T>(), recv, stats);
   }
 
+  /// Non-blocking MPI_Ialltoallv, as alltoallv; the count and displacement arrays and both buffers
+  /// must stay valid and untouched until the returned Request completes.
+  template <class T>
+  [[nodiscard]] Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                                   const int* recv_counts, const int* recv_displs, StepStats* stats = nullptr) const {
+    return ialltoallv_bytes(send, send_counts, send_displs, recv, recv_counts, recv_displs, sizeof(T),
+                            detail::mpi_datatype<T>(), stats);
+  }
+
+  /// Non-blocking in-place MPI_Iallgatherv, as allgatherv; the arrays and the data stay valid and
+  /// untouched until the returned Request completes.
+  template <class T>
+  [[nodiscard]] Request iallgatherv(T* data, const int* counts, const int* displs, StepStats* stats = nullptr) const {
+    return iallgatherv_bytes(data, counts, displs, sizeof(T), detail::mpi_datatype<T>(), stats);
+  }
+
   /// MPI_Alltoallv: to rank q go send_counts[q] values from send + send_displs[q], from rank q
   /// come recv_counts[q] values into recv + recv_displs[q] (counts and displacements in values).
   /// Bytes accounted: the values this rank sends.
@@ -170,6 +186,11 @@ class Communicator {
                            StepStats* stats) const;
   Request iallgather_bytes(const void* send, std::size_t count, std::size_t elem_size, MPI_Datatype type, void* recv,
                            StepStats* stats) const;
+  Request ialltoallv_bytes(const void* send, const int* send_counts, const int* send_displs, void* recv,
+                           const int* recv_counts, const int* recv_displs, std::size_t elem_size, MPI_Datatype type,
+                           StepStats* stats) const;
+  Request iallgatherv_bytes(void* data, const int* counts, const int* displs, std::size_t elem_size, MPI_Datatype type,
+                            StepStats* stats) const;
   void release() noexcept;
 
   MPI_Comm m_comm = MPI_COMM_NULL;

@@ -181,6 +181,20 @@ void launch(const std::string& label, const ExecutionSpace& exec, HalfFormat for
 
 }  // namespace
 
+CastExchange::Chunks::Chunks(Index n, int p, int me) {
+  for (int q = 0; q < p; ++q) {
+    const Index begin = n / p * q + std::min<Index>(q, n % p);
+    counts.push_back(static_cast<int>(n / p + (q < n % p ? 1 : 0)));
+    displs.push_back(static_cast<int>(begin));
+  }
+  own = counts[static_cast<std::size_t>(me)];
+  for (int q = 0; q < p; ++q) {
+    counts_out.push_back(q == me ? 0 : counts[static_cast<std::size_t>(q)]);
+    recv_counts.push_back(q == me ? 0 : own);
+    recv_displs.push_back(q * own);
+  }
+}
+
 CastExchange::CastExchange(const Communicator& comm, Index n, HalfFormat format, const CommonExchangeOptions& common,
                            const ExecutionSpace& exec)
     : Exchange(comm, n, exec, common, format == HalfFormat::fp16 ? "fp16" : "bf16"),
@@ -191,17 +205,13 @@ CastExchange::CastExchange(const Communicator& comm, Index n, HalfFormat format,
   const int p = comm.size(), me = comm.rank();
   if (n / p + 1 > static_cast<Index>(INT_MAX))
     throw InvalidArgument(name() + ": n / p = " + std::to_string(n / p) + " values per chunk exceed INT_MAX");
-  for (int q = 0; q < p; ++q) {
-    const Index begin = n / p * q + std::min<Index>(q, n % p);
-    m_counts.push_back(static_cast<int>(n / p + (q < n % p ? 1 : 0)));
-    m_displs.push_back(static_cast<int>(begin));
-  }
-  const int own = m_counts[me];
-  for (int q = 0; q < p; ++q) {
-    m_counts_out.push_back(q == me ? 0 : m_counts[q]);
-    m_recv_counts.push_back(q == me ? 0 : own);
-    m_recv_displs.push_back(q * own);
-  }
+  Chunks whole(n, p, me);
+  m_counts = std::move(whole.counts);
+  m_displs = std::move(whole.displs);
+  m_counts_out = std::move(whole.counts_out);
+  m_recv_counts = std::move(whole.recv_counts);
+  m_recv_displs = std::move(whole.recv_displs);
+  const int own = whole.own;
   m_recv = Wire(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::compress::half_recv"),
                 static_cast<std::size_t>(own) * static_cast<std::size_t>(p));
   if (!host_accessible_memory && !common.gpu_aware_mpi) {
@@ -210,8 +220,72 @@ CastExchange::CastExchange(const Communicator& comm, Index n, HalfFormat format,
   }
 }
 
+void CastExchange::buckets_planned() {
+  m_parts.clear();
+  if (buckets().size() < 2) return;
+  const int p = comm().size(), me = comm().rank();
+  for (const GradientRange& b : buckets()) {
+    Part part;
+    part.chunks = Chunks(b.size(), p, me);
+    part.recv = Wire(Kokkos::view_alloc(Kokkos::WithoutInitializing, "a2sgd::compress::half_recv"),
+                     static_cast<std::size_t>(part.chunks.own) * static_cast<std::size_t>(p));
+    m_parts.push_back(std::move(part));
+  }
+}
+
+Request CastExchange::start_bucket(const FloatView& grad, std::size_t index, GradientRange bucket, StepStats& stats) {
+  Stopwatch clock;
+  const auto range = std::make_pair(bucket.begin, bucket.end);
+  const Wire wire = Kokkos::subview(m_wire, range);
+  launch<Encode>(A2SGD_LABEL("a2sgd::compress::half_encode"), exec(), m_format, conversion_items(bucket.size()),
+                 ConstFloatView(Kokkos::subview(grad, range)), wire);
+  exec().fence();
+  stats.compress_s += clock.seconds();
+  const Part& part = m_parts[index];
+  const Chunks& c = part.chunks;
+  return comm().ialltoallv(wire.data(), c.counts_out.data(), c.displs.data(), part.recv.data(), c.recv_counts.data(),
+                           c.recv_displs.data(), &stats);
+}
+
+void CastExchange::sum_chunk(const Wire& recv, Index begin, int own) {
+  // With one rank the chunk is the whole sum already (and a 16-bit value survives the round trip
+  // through float exactly): no kernel.
+  const int p = comm().size();
+  if (p > 1)
+    launch<SumChunk>(A2SGD_LABEL("a2sgd::compress::half_sum"), exec(), m_format, conversion_items(own), m_wire, recv,
+                     begin, static_cast<Index>(own), p, comm().rank());
+}
+
+// Every bucket's all-to-all completed (finish_buckets), then in bucket order its chunk's sum and
+// its all-gather, all in flight together; then the whole wire decoded, as the one-bucket step.
+void CastExchange::bucketed_step(const FloatView& grad, StepStats& stats) {
+  finish_buckets(grad, stats);
+  const int me = comm().rank();
+  for (std::size_t b = 0; b < m_parts.size(); ++b) {
+    Part& part = m_parts[b];
+    const Index begin = buckets()[b].begin;
+    sum_chunk(part.recv, begin + part.chunks.displs[static_cast<std::size_t>(me)], part.chunks.own);
+    exec().fence();
+    part.gather = comm().iallgatherv(m_wire.data() + begin, part.chunks.counts.data(), part.chunks.displs.data(), &stats);
+  }
+  for (Part& part : m_parts) part.gather.wait();
+}
+
 void CastExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                            StepStats& stats) {
+  if (m_parts.empty())
+    whole_step(grad, stats);
+  else
+    bucketed_step(grad, stats);
+  Stopwatch clock;
+  launch<Decode>(A2SGD_LABEL("a2sgd::compress::half_decode"), exec(), m_format, conversion_items(size()),
+                 Wire(m_wire), m_update);
+  exec().fence();
+  stats.optimizer_s += clock.seconds();
+  apply_dense(params, m_update, opt, lr, 1.0f / static_cast<float>(comm().size()), stats);
+}
+
+void CastExchange::whole_step(const FloatView& grad, StepStats& stats) {
   Stopwatch clock;
   const auto wire = m_wire;
   const auto recv = m_recv;
@@ -231,13 +305,9 @@ void CastExchange::do_step(StepKey, const FloatView& params, const FloatView& gr
   comm().alltoallv(staged ? m_host_wire.data() : wire.data(), m_counts_out.data(), m_displs.data(),
                    staged ? m_host_recv.data() : recv.data(), m_recv_counts.data(), m_recv_displs.data(), &stats);
   if (staged) Kokkos::deep_copy(exec(), recv, m_host_recv);
-  const int p = comm().size(), me = comm().rank(), own = m_counts[me];
+  const int me = comm().rank(), own = m_counts[me];
   const Index begin = m_displs[me];
-  // With one rank the chunk is the whole sum already (and a 16-bit value survives the round trip
-  // through float exactly): no kernel.
-  if (p > 1)
-    launch<SumChunk>(A2SGD_LABEL("a2sgd::compress::half_sum"), exec(), m_format, conversion_items(own), wire, recv,
-                     begin, static_cast<Index>(own), p, me);
+  sum_chunk(recv, begin, own);
   // All-gather of the summed chunks, in place.
   if (staged) {
     const auto chunk = std::make_pair(static_cast<std::size_t>(begin), static_cast<std::size_t>(begin + own));
@@ -247,13 +317,6 @@ void CastExchange::do_step(StepKey, const FloatView& params, const FloatView& gr
   comm().allgatherv(staged ? m_host_wire.data() : wire.data(), m_counts.data(), m_displs.data(), &stats);
   if (staged) Kokkos::deep_copy(exec(), wire, m_host_wire);
   stats.comm_s = comm_before + clock.seconds();
-
-  clock.restart();
-  launch<Decode>(A2SGD_LABEL("a2sgd::compress::half_decode"), exec(), m_format, conversion_items(size()), Wire(wire),
-                 m_update);
-  exec().fence();
-  stats.optimizer_s += clock.seconds();
-  apply_dense(params, m_update, opt, lr, 1.0f / static_cast<float>(comm().size()), stats);
 }
 
 }  // namespace a2sgd

@@ -17,7 +17,10 @@ class DenseExchange final : public Exchange {
 
   std::string name() const override { return "dense"; }
   std::vector<PlannedCollective> own_traffic() const override {
-    return {{CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(size())}};
+    std::vector<PlannedCollective> t;  // one all-reduce per bucket (one bucket unless planned)
+    for (const GradientRange& b : buckets())
+      t.push_back({CollectiveKind::allreduce, 4u * static_cast<std::uint64_t>(b.size())});
+    return t;
   }
   std::vector<std::pair<std::string, std::string>> own_options() const override;
 
