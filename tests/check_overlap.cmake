@@ -1,4 +1,4 @@
-# a2sgd-train with METHOD (dense, topk, randomk, qsgd, efsign, fp16 or bf16) exchanging buckets (a 64-32-32-4 MLP of
+# a2sgd-train with METHOD (dense, topk, randomk, qsgd, efsign, powersgd, fp16 or bf16) exchanging buckets (a 64-32-32-4 MLP of
 # 3,300 values, caps that make three buckets), on NP ranks: --overlap on starts two of each step's
 # three collectives during the backward pass (the summary's collectives_overlapped), --overlap off
 # none, and the two runs' losses and accuracies are the same bit for bit (every train and eval

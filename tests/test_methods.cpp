@@ -163,7 +163,7 @@ TEST_CASE("every bucketed method: overlapped and not, bit for bit; each bucket's
   std::vector<GradientRange> order;
   for (std::size_t t = store.tensors().size(); t >= 2; t -= 2)
     order.push_back({store.tensors()[t - 2].offset, store.tensors()[t - 1].offset + store.tensors()[t - 1].size});
-  const std::vector<std::string> bucketed = {"dense", "topk", "randomk", "qsgd", "efsign", "fp16", "bf16"};
+  const std::vector<std::string> bucketed = {"dense", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"};
   const ExecutionSpace exec;
   for (const ExchangeMethod& method : exchange_registry()) {
     INFO(method.name);

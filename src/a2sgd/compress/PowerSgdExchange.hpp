@@ -28,7 +28,9 @@ struct PowerSgdOptions {
 /// (Gram-Schmidt, twice, in double: impl/Orthonormalise.hpp); Q = M^T P; all-reduce of every Q (4 sum cols r bytes), Q
 /// <- Q / p; u = P Q^T (the mean of the ranks' M projected onto span P), e = M - u. Dense tensors: u = mean, no
 /// residual. Q is kept as the next step's starting point (warm start) and is part of the checkpointed state; it is
-/// identical on all ranks.
+/// identical on all ranks. With planned buckets (plan_buckets()), a bucket's P all-reduce starts as
+/// soon as the backward pass finishes it; its orthonormalisation, Q and Q all-reduce follow in
+/// step(), in bucket order.
 class PowerSgdExchange final : public Exchange {
  public:
   /// `layout`: the model's tensors (ParameterStore::tensors()), covering [0, n) without gaps.
@@ -60,9 +62,35 @@ class PowerSgdExchange final : public Exchange {
   /// function enclosing a device lambda to be accessible.
   void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                StepStats& stats) override;
+  /// A bucket's first all-reduce (its P and dense tensors), started as the backward pass finishes it.
+  Request start_bucket(const FloatView& grad, std::size_t index, GradientRange bucket, StepStats& stats) override;
+  // The step's parts (public for CUDA's device lambdas; run only inside a step): one block's
+  // P = M Q and Q = M^T P, one dense tensor into P, the payload poisoned at `at` when the fold
+  // found a non-finite entry, and the update from the all-reduced P and Q.
+  void project(const Block& b);
+  void back_project(const Block& b);
+  void pack_dense(const DenseSlice& d);
+  void poison(Index at);
+  void apply_update(const FloatView& params, Optimizer& opt, double lr, StepStats& stats);
+
+ protected:
+  bool bucketed() const override { return true; }
+  void buckets_planned() override;
 
  private:
   static std::string signature(const std::vector<TensorInfo>& layout, const PowerSgdOptions& options);
+  static compress::impl::ColumnBlocks columns_of(const std::vector<Block>& blocks, Index r);
+  void assign_p_offsets();
+  void bucketed_exchange(const FloatView& grad, StepStats& stats);
+
+  /// Per planned bucket (when there are several): its blocks and dense tensors (indices into
+  /// m_blocks, m_dense), its ranges of P and Q, its P columns, its Q all-reduce in flight.
+  struct Part {
+    std::vector<std::size_t> blocks, dense;
+    Index p_begin = 0, p_len = 0, q_begin = 0, q_len = 0;
+    compress::impl::ColumnBlocks columns;
+    Request q_request;
+  };
 
   PowerSgdOptions m_options;
   std::vector<Block> m_blocks;
@@ -73,6 +101,7 @@ class PowerSgdExchange final : public Exchange {
   FloatView m_q;                             // Q blocks (state: warm start)
   FloatView m_qt;                            // host backends: the Q blocks transposed (r x cols)
   compress::impl::ColumnBlocks m_p_columns;  // where the P blocks are, for the orthonormalisation
+  std::vector<Part> m_parts;
 };
 
 }  // namespace a2sgd
