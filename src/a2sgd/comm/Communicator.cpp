@@ -183,6 +183,15 @@ void Request::wait() {
   account(clock.seconds());
 }
 
+namespace {
+// The values an all-to-all sends: the sum of its send counts.
+std::size_t sent_values(const int* send_counts, int size) {
+  std::size_t sent = 0;
+  for (int q = 0; q < size; ++q) sent += static_cast<std::size_t>(send_counts[q]);
+  return sent;
+}
+}  // namespace
+
 void Communicator::alltoallv_bytes(const void* send, const int* send_counts, const int* send_displs, void* recv,
                                    const int* recv_counts, const int* recv_displs, std::size_t elem_size,
                                    MPI_Datatype type, StepStats* stats) const {
@@ -190,10 +199,8 @@ void Communicator::alltoallv_bytes(const void* send, const int* send_counts, con
   Stopwatch clock;
   A2SGD_MPI_CHECK(MPI_Alltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs, type, m_comm));
   if (stats) {
-    std::size_t sent = 0;
-    for (int q = 0; q < m_size; ++q) sent += static_cast<std::size_t>(send_counts[q]);
     stats->comm_s += clock.seconds();
-    stats->bytes_sent += sent * elem_size;
+    stats->bytes_sent += sent_values(send_counts, m_size) * elem_size;
     stats->messages += 1;
   }
 }
@@ -218,10 +225,8 @@ Request Communicator::ialltoallv_bytes(const void* send, const int* send_counts,
   A2SGD_MPI_CHECK(
       MPI_Ialltoallv(send, send_counts, send_displs, type, recv, recv_counts, recv_displs, type, m_comm, &request));
   if (stats) {
-    std::size_t sent = 0;
-    for (int q = 0; q < m_size; ++q) sent += static_cast<std::size_t>(send_counts[q]);
     stats->comm_s += clock.seconds();
-    stats->bytes_sent += sent * elem_size;
+    stats->bytes_sent += sent_values(send_counts, m_size) * elem_size;
     stats->messages += 1;
   }
   return Request(request, stats, m_watchdog, "MPI_Ialltoallv");
