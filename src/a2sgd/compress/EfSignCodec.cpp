@@ -3,8 +3,10 @@
 #include <a2sgd/compress/impl/ErrorFeedback.hpp>
 #include <a2sgd/core/Error.hpp>
 #include <a2sgd/core/HalfFloat.hpp>
+#include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 #include <a2sgd/core/impl/Norms.hpp>
+#include <a2sgd/core/impl/Prefetch.hpp>
 
 #include <limits>
 
@@ -26,6 +28,7 @@ KOKKOS_INLINE_FUNCTION float scaled_sign(std::uint32_t negative, float s) {
 A2SGD_HOST_CLONES void efsign_pack_block(float* e, Index words, float scale, std::uint32_t* out) {
   for (Index w = 0; w < words; ++w) {
     float* ew = e + 32 * w;
+    a2sgd::impl::prefetch_chunk<true>(ew);
     std::uint32_t bits = 0;
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd reduction(| : bits)
@@ -55,6 +58,7 @@ std::uint32_t efsign_pack_tail(float* e, int count, float scale) {
 A2SGD_HOST_CLONES void efsign_decode_block(const std::uint32_t* all, Index stride, int p, Index w0, Index words,
                                            float inv_p, float* u) {
   for (Index w = w0; w < w0 + words; ++w) {
+    a2sgd::impl::prefetch_chunk<true>(u + 32 * w);
     float sum[32] = {};
     for (int r = 0; r < p; ++r) {
       const std::uint32_t bits = all[r * stride + 1 + w];

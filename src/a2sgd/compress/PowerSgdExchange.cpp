@@ -7,6 +7,7 @@
 #include <a2sgd/core/Random.hpp>
 
 #include <a2sgd/core/impl/Gemm.hpp>
+#include <a2sgd/core/impl/HostClones.hpp>
 
 #include <algorithm>
 
@@ -224,7 +225,8 @@ void PowerSgdExchange::bucketed_exchange(const FloatView& grad, StepStats& stats
     for (std::size_t i : part.blocks) back_project(m_blocks[i]);
     exec().fence();
     stats.compress_s += clock.seconds();
-    part.q_request = comm().iallreduce(m_q.data() + part.q_begin, static_cast<std::size_t>(part.q_len), MPI_SUM, &stats);
+    part.q_request =
+        comm().iallreduce(m_q.data() + part.q_begin, static_cast<std::size_t>(part.q_len), MPI_SUM, &stats);
   }
   for (Part& part : m_parts) part.q_request.wait();
 }
@@ -248,8 +250,8 @@ void PowerSgdExchange::project(const Block& b) {
 void PowerSgdExchange::back_project(const Block& b) {
   const Index r = m_options.rank;
   if constexpr (host_backend) {
-    compress::impl::low_rank_back_project(exec(), m_residual.data() + b.offset, b.rows, b.cols,
-                                          m_p.data() + b.p_offset, static_cast<int>(r), m_qt.data() + b.q_offset);
+    compress::impl::low_rank_back_project(exec(), m_residual.data() + b.offset, b.rows, b.cols, m_p.data() + b.p_offset,
+                                          static_cast<int>(r), m_qt.data() + b.q_offset);
     compress::impl::untranspose_thin(exec(), m_qt.data() + b.q_offset, b.cols, static_cast<int>(r),
                                      m_q.data() + b.q_offset);
   } else {
@@ -322,10 +324,10 @@ void PowerSgdExchange::apply_update(const FloatView& params, Optimizer& opt, dou
       detail::gemm(exec(), "N", "T", 1.0f, matrix(m_p, b.p_offset, b.rows, r), matrix(m_q, b.q_offset, b.cols, r), 0.0f,
                    matrix(u, b.offset, b.rows, b.cols));
     }
-    const Index from = b.offset;
-    Kokkos::parallel_for(
-        A2SGD_LABEL("a2sgd::compress::powersgd_residual"), Policy(exec(), 0, b.rows * b.cols),
-        KOKKOS_LAMBDA(Index i) { e(from + i) -= u(from + i); });
+    // What the update carries leaves the residual (a SIMD loop with prefetch on the host).
+    impl::simd_parallel_for(
+        A2SGD_LABEL("a2sgd::compress::powersgd_residual"), exec(), b.offset, b.offset + b.rows * b.cols,
+        KOKKOS_LAMBDA(Index i) { e(i) -= u(i); }, std::array<const float*, 2>{e.data(), u.data()});
   }
   for (const auto& d : m_dense) {
     const Index from = d.p_offset, to = d.offset;

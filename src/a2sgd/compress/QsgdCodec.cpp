@@ -7,6 +7,7 @@
 #include <a2sgd/core/Random.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
 #include <a2sgd/core/impl/Norms.hpp>
+#include <a2sgd/core/impl/Prefetch.hpp>
 
 #include <atomic>
 #include <cmath>
@@ -88,6 +89,7 @@ A2SGD_HOST_CLONES void qsgd_pack_block(const float* g, Index begin, Index groups
   for (Index grp = 0; grp < groups; ++grp) {
     std::uint32_t f[32];
     const float* gg = g + 32 * grp;
+    impl::prefetch_chunk(gg);
     const Index first = begin + 32 * grp;
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd
@@ -118,6 +120,7 @@ A2SGD_HOST_CLONES void qsgd_decode_block(const std::uint32_t* all, Index stride,
                                          float unit, float* u) {
   constexpr std::uint64_t mask = (std::uint64_t(1) << B) - 1u;
   for (Index grp = g0; grp < g0 + groups; ++grp) {
+    impl::prefetch_chunk<true>(u + 32 * grp);
     float sum[32] = {};
     for (int r = 0; r < p; ++r) {
       const auto* bytes = reinterpret_cast<const unsigned char*>(all + r * stride + 1 + B * grp);
@@ -266,6 +269,7 @@ template <int B>
     const Index first = begin + 32 * grp;
     const auto base = static_cast<std::uint32_t>(first);
     const auto high = static_cast<std::uint32_t>(static_cast<std::uint64_t>(first) >> 32);
+    impl::prefetch_chunk(g + 32 * grp);
     // The even and the odd entries of the group: pair m (entries 2m, 2m + 1) is then one OR away.
     const __m512 g0 = _mm512_loadu_ps(g + 32 * grp), g1 = _mm512_loadu_ps(g + 32 * grp + 16);
     const __m512i f_even = fields_of(_mm512_permutex2var_ps(g0, even, g1),
@@ -299,6 +303,7 @@ template <int B>
                 high_pairs = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
   const auto load_mask = static_cast<__mmask16>((1u << B) - 1u);
   for (Index grp = g0; grp < g0 + groups; ++grp) {
+    impl::prefetch_chunk<true>(u + 32 * grp);
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
     for (int r = 0; r < p; ++r) {
       const std::uint32_t* payload = all + r * stride;

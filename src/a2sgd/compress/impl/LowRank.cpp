@@ -1,5 +1,6 @@
 #include <a2sgd/compress/impl/LowRank.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
+#include <a2sgd/core/impl/Prefetch.hpp>
 
 #include <a2sgd/core/Error.hpp>
 
@@ -25,6 +26,10 @@ void host_for(const Exec& exec, const std::string& label, Index n, const F& f) {
 // at a time, the two loads of qt per load of m, not memory, bounded the product on a Zen 4 core.
 constexpr int block_rows = 8;
 constexpr int lanes = 16;  // partial sums per dot product: independent FMA chains
+#ifndef ROWPF
+#define ROWPF 8192
+#endif
+constexpr std::uintptr_t row_prefetch = ROWPF;
 
 // out[2x + c] = m[x] . q_c for the R rows x of the block (rows `cols` apart).
 template <int R>
@@ -32,6 +37,8 @@ A2SGD_HOST_CLONES void project_block(const float* m, Index cols, const float* q0
   float s[2 * R][lanes] = {};
   Index j = 0;
   for (; j + lanes <= cols; j += lanes) {
+    if (j % 32 == 0)
+      for (int x = 0; x < R; ++x) a2sgd::impl::prefetch_chunk<false, row_prefetch>(m + x * cols + j);
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd
 #endif
@@ -74,19 +81,24 @@ A2SGD_HOST_CLONES void back_project_block(const float* m, Index cols, Index len,
                                           float* q0, float* q1) {
   float a[R], b[R];
   for (int x = 0; x < R; ++x) a[x] = p[x * r + k], b[x] = p[x * r + k1];
+  // Chunks of 32 columns, each prefetching the block's rows ahead (Prefetch.hpp); the same sums.
+  for (Index j0 = 0; j0 < len; j0 += 32) {
+    const Index j1 = j0 + 32 < len ? j0 + 32 : len;
+    for (int x = 0; x < R; ++x) a2sgd::impl::prefetch_chunk<false, row_prefetch>(m + x * cols + j0);
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd
 #endif
-  for (Index j = 0; j < len; ++j) {
-    float s0 = q0[j], s1 = Two ? q1[j] : 0.0f;
+    for (Index j = j0; j < j1; ++j) {
+      float s0 = q0[j], s1 = Two ? q1[j] : 0.0f;
 #pragma GCC unroll 8
-    for (int x = 0; x < R; ++x) {
-      const float v = m[x * cols + j];
-      s0 += a[x] * v;
-      if (Two) s1 += b[x] * v;
+      for (int x = 0; x < R; ++x) {
+        const float v = m[x * cols + j];
+        s0 += a[x] * v;
+        if (Two) s1 += b[x] * v;
+      }
+      q0[j] = s0;
+      if (Two) q1[j] = s1;
     }
-    q0[j] = s0;
-    if (Two) q1[j] = s1;
   }
 }
 
@@ -114,18 +126,23 @@ A2SGD_HOST_CLONES void expand_block(const float* p, int r, int k, int k1, const 
                                     float* u) {
   float a[R], b[R];
   for (int x = 0; x < R; ++x) a[x] = p[x * r + k], b[x] = p[x * r + k1];
+  // Chunks of 32 columns, each prefetching the block's rows of u ahead (Prefetch.hpp).
+  for (Index j0 = 0; j0 < cols; j0 += 32) {
+    const Index j1 = j0 + 32 < cols ? j0 + 32 : cols;
+    for (int x = 0; x < R; ++x) a2sgd::impl::prefetch_chunk<true, row_prefetch>(u + x * cols + j0);
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd
 #endif
-  for (Index j = 0; j < cols; ++j) {
-    const float c0 = q0[j], c1 = Two ? q1[j] : 0.0f;
+    for (Index j = j0; j < j1; ++j) {
+      const float c0 = q0[j], c1 = Two ? q1[j] : 0.0f;
 #pragma GCC unroll 8
-    for (int x = 0; x < R; ++x) {
-      const float v = Two ? a[x] * c0 + b[x] * c1 : a[x] * c0;
-      if constexpr (Accumulate)
-        u[x * cols + j] += v;
-      else
-        u[x * cols + j] = v;
+      for (int x = 0; x < R; ++x) {
+        const float v = Two ? a[x] * c0 + b[x] * c1 : a[x] * c0;
+        if constexpr (Accumulate)
+          u[x * cols + j] += v;
+        else
+          u[x * cols + j] = v;
+      }
     }
   }
 }

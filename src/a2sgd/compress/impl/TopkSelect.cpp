@@ -5,6 +5,7 @@
 #include <a2sgd/core/HalfFloat.hpp>
 #include <a2sgd/core/Math.hpp>
 #include <a2sgd/core/impl/HostClones.hpp>
+#include <a2sgd/core/impl/Prefetch.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -224,12 +225,18 @@ void radix_select(const ExecutionSpace& exec, const ConstFloatView& g, const Dat
 // square is exact in double. The host counts blocks with a plain SIMD function over raw pointers
 // (compiled per ISA): a Kokkos lambda inlined into the OpenMP backend's parallel region stayed
 // scalar with GCC 12. 32-bit lanes: a block holds fewer than 2^31 entries.
+// Per 32-entry chunk, with software prefetch (core/impl/Prefetch.hpp).
 A2SGD_HOST_CLONES std::int64_t block_count_at_least(const float* a, Index count, float t) {
   std::int32_t c = 0;
+  Index i = 0;
+  for (; i + 32 <= count; i += 32) {
+    a2sgd::impl::prefetch_chunk(a + i);
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd reduction(+ : c)
 #endif
-  for (Index i = 0; i < count; ++i) c += !(detail::abs(a[i]) < t);
+    for (Index j = i; j < i + 32; ++j) c += !(detail::abs(a[j]) < t);
+  }
+  for (; i < count; ++i) c += !(detail::abs(a[i]) < t);
   return c;
 }
 
@@ -250,6 +257,7 @@ A2SGD_HOST_CLONES Index block_compact_at_least(const float* a, Index count, Inde
   Index out = 0;
   Index i = 0;
   for (; i + 32 <= count; i += 32) {
+    a2sgd::impl::prefetch_chunk(a + i);
     std::uint32_t mask = 0;
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd reduction(| : mask)

@@ -18,31 +18,50 @@
 #endif
 
 #include <a2sgd/core/Types.hpp>
+#include <a2sgd/core/impl/Prefetch.hpp>
+
+#include <array>
+#include <string>
 
 namespace a2sgd::impl {
 
 /// f(i) for i in [begin, end) as one SIMD loop compiled per ISA. Only for element-wise functors:
 /// f(i) reads and writes entry i of its views alone (the loop is declared free of dependencies).
+/// `streams`: where entry 0 of each float array that f(i) touches at entry i lies; each chunk of
+/// 32 entries then prefetches them ahead (impl/Prefetch.hpp: a rank alone on the memory bus
+/// needs it to stream at the bench's ceilings).
 // The functor is taken by value: a local copy's fields (scalars, view pointers) cannot alias the
 // stores, so the compiler may keep them in registers.
-template <class Functor>
-A2SGD_HOST_CLONES void simd_block(const Functor f, Index begin, Index end) {
+template <class Functor, std::size_t Streams = 0>
+A2SGD_HOST_CLONES void simd_block(const Functor f, Index begin, Index end,
+                                  const std::array<const float*, Streams>& streams = {}) {
+  Index i = begin;
+  if constexpr (Streams > 0) {
+    for (; i + 32 <= end; i += 32) {
+      for (const float* s : streams) prefetch_chunk(s + i);
 #ifdef A2SGD_OMP_SIMD
 #pragma omp simd
 #endif
-  for (Index i = begin; i < end; ++i) f(i);
+      for (Index j = i; j < i + 32; ++j) f(j);
+    }
+  }
+#ifdef A2SGD_OMP_SIMD
+#pragma omp simd
+#endif
+  for (Index j = i; j < end; ++j) f(j);
 }
 
 /// An element-wise Kokkos parallel_for over [begin, end): on a host backend one work item is a
 /// block of 4096 entries run by simd_block (so AVX2/AVX-512 clones apply to code that the baseline
-/// build compiles for SSE2 only); on a device one work item per entry.
-template <class Functor>
-void simd_parallel_for(const std::string& label, const ExecutionSpace& exec, Index begin, Index end, const Functor& f) {
+/// build compiles for SSE2 only), with `streams` prefetched; on a device one work item per entry.
+template <class Functor, std::size_t Streams = 0>
+void simd_parallel_for(const std::string& label, const ExecutionSpace& exec, Index begin, Index end, const Functor& f,
+                       const std::array<const float*, Streams>& streams = {}) {
   if constexpr (host_backend) {
     constexpr Index block = 4096;
     Kokkos::parallel_for(label, Policy(exec, 0, (end - begin + block - 1) / block), [=](Index b) {
       const Index first = begin + b * block;
-      simd_block(f, first, first + block < end ? first + block : end);
+      simd_block(f, first, first + block < end ? first + block : end, streams);
     });
   } else {
     Kokkos::parallel_for(label, Policy(exec, begin, end), f);
