@@ -1,6 +1,8 @@
 #include "Ceilings.hpp"
 
+#include <a2sgd/compress/QsgdCodec.hpp>
 #include <a2sgd/compress/impl/QsgdKernels.hpp>
+#include <a2sgd/core/HalfFloat.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -75,6 +77,40 @@ Ceilings measure_ceilings(const Communicator& comm, Index n, int warmup, int rep
     });
     ceil.rounding = values / seconds;
     sink += fold == 0x5eed ? 1.0 : 0.0;  // keeps the fold observable
+
+    // QSGD's pack arithmetic: the codec's pack kernel (the rounding above and the packing of the
+    // fields into words) over the same block's whole groups into a payload block in L1.
+    const Index whole = block / 32;
+    std::vector<std::uint32_t> packed(static_cast<std::size_t>(qsgd_bits(256) * whole));
+    const double pack_seconds = time_kernel(comm, warmup, repeats, [&] {
+      for (Index begin = 0; begin < n; begin += block)
+        compress::impl::qsgd_pack_only(g.data(), whole, begin, 0x9e3779b97f4a7c15ull, v, 256, packed.data());
+    });
+    ceil.packing = static_cast<double>((n + block - 1) / block) * static_cast<double>(block) / pack_seconds;
+    sink += packed[0] == 0x5eed ? 1.0 : 0.0;
+
+    // QSGD's decode unpacking: the codec's decode kernel over the p ranks' payloads of one block
+    // (random fields: every bit pattern is a field), n values in all, into a block of u, all in
+    // L1 for p up to 4 (4.6 KB of payload per rank at 9 bits, 16 KB of u).
+    const int p = comm.size();
+    constexpr std::int64_t levels = 256;
+    const Index groups = block / 32;
+    const Index stride = 1 + qsgd_bits(levels) * groups + 2;
+    std::vector<std::uint32_t> all(static_cast<std::size_t>(p * stride));
+    std::uint64_t state = 0x243f6a8885a308d3ull;
+    for (auto& w : all) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      w = static_cast<std::uint32_t>(state >> 32);
+    }
+    for (int r = 0; r < p; ++r) all[static_cast<std::size_t>(r * stride)] = detail::float_bits(1.0f);
+    std::vector<float> u(block);
+    const Index calls = (n + block - 1) / block;
+    const double unpack_seconds = time_kernel(comm, warmup, repeats, [&] {
+      for (Index c = 0; c < calls; ++c)
+        compress::impl::qsgd_decode_only(all.data(), stride, p, groups, levels, u.data());
+    });
+    ceil.unpacking = static_cast<double>(calls) * static_cast<double>(block) * p / unpack_seconds;
+    sink += u[0];  // keeps the decode observable
   }
   if (!std::isfinite(sink)) std::fprintf(stderr, "a2sgd-bench: warning: the read ceiling's sum is not finite\n");
   return ceil;

@@ -116,12 +116,19 @@ struct Ceilings {
   /// QSGD's stochastic rounding alone (its hash and rounding rule at the default 256 levels, by
   /// the codec's own kernels, on 16 KB in L1, nothing stored): values per second. 0: not measured.
   double rounding = 0.0;
+  /// QSGD's pack alone (the codec's pack kernel at 256 levels, the rounding and the packing, on a
+  /// 4096-value block in L1): values per second. 0: not measured.
+  double packing = 0.0;
+  /// QSGD's decode unpacking alone (the codec's kernel at 256 levels over the p ranks' payloads
+  /// of a 4096-value block, payloads and result in L1): fields per second. 0: not measured.
+  double unpacking = 0.0;
 
   /// Seconds a pass takes at its ceilings: its memory time, or its arithmetic's time where that
   /// is longer (the roofline's bound).
   double pass_seconds(const Pass& p) const {
     double t = p.bytes / (for_access(p.access) * 1e9);
-    if (p.compute == Compute::stochastic_rounding && rounding > 0.0) t = std::max(t, p.computed / rounding);
+    if (p.compute == Compute::field_packing && packing > 0.0) t = std::max(t, p.computed / packing);
+    if (p.compute == Compute::field_unpacking && unpacking > 0.0) t = std::max(t, p.computed / unpacking);
     return t;
   }
 

@@ -17,7 +17,7 @@ class CsvRows {
     m_csv.open(path);
     m_csv << "kind,method,values,ranks,link_gbps,alpha_us,compress_s,comm_s,apply_s,step_s,bytes_per_rank,"
              "messages,compress_bytes_touched,apply_bytes_touched,compress_of_ceiling,apply_of_ceiling,read_gbs,"
-             "copy_gbs,triad_gbs,axpy_gbs,rmw_gbs,rounding_gvs\n";
+             "copy_gbs,triad_gbs,axpy_gbs,rmw_gbs,rounding_gvs,packing_gvs,unpacking_gfs\n";
     return static_cast<bool>(m_csv);
   }
   /// The ceilings the rows of the current size are held against.
@@ -29,13 +29,14 @@ class CsvRows {
            const KernelTraffic& touched = {}) {
     if (!m_csv.is_open()) return;
     char buf[640];
-    std::snprintf(
-        buf, sizeof buf,
-        "%s,%s,%lld,%d,%g,%g,%.9g,%.9g,%.9g,%.9g,%.0f,%.0f,%.0f,%.0f,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g\n", kind,
-        method.c_str(), static_cast<long long>(n), ranks, gbps, alpha_us, compress, comm_s, apply, step, bytes,
-        messages, touched.compress.bytes(), touched.apply.bytes(), m_ceil.fraction(touched.compress, compress),
-        m_ceil.fraction(touched.apply, apply), m_ceil.read, m_ceil.copy, m_ceil.triad, m_ceil.axpy, m_ceil.rmw,
-        m_ceil.rounding / 1e9);
+    std::snprintf(buf, sizeof buf,
+                  "%s,%s,%lld,%d,%g,%g,%.9g,%.9g,%.9g,%.9g,%.0f,%.0f,%.0f,%.0f,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,%.4g,"
+                  "%.4g,%.4g\n",
+                  kind, method.c_str(), static_cast<long long>(n), ranks, gbps, alpha_us, compress, comm_s, apply, step,
+                  bytes, messages, touched.compress.bytes(), touched.apply.bytes(),
+                  m_ceil.fraction(touched.compress, compress), m_ceil.fraction(touched.apply, apply), m_ceil.read,
+                  m_ceil.copy, m_ceil.triad, m_ceil.axpy, m_ceil.rmw, m_ceil.rounding / 1e9, m_ceil.packing / 1e9,
+                  m_ceil.unpacking / 1e9);
     m_csv << buf;
   }
   /// A reference kernel's seconds as a row of its own.

@@ -7,14 +7,14 @@
 //
 // Exit codes: 0 success, 2 invalid options, 1 other errors (including a method whose measured
 // bytes differ from its documented formula).
-#include "common/AppMain.hpp"
-#include "common/Statistics.hpp"
 #include "BenchConfig.hpp"
 #include "Ceilings.hpp"
 #include "CoreClock.hpp"
 #include "CsvRows.hpp"
 #include "HostTransfers.hpp"
 #include "TwoMeansStudy.hpp"
+#include "common/AppMain.hpp"
+#include "common/Statistics.hpp"
 
 #include <a2sgd/a2sgd.hpp>
 #include <a2sgd/compress/impl/TwoMeansKernels.hpp>
@@ -236,15 +236,17 @@ void report_ceilings(const Communicator& comm, Index n, CsvRows& rows) {
   rows.reference("axpy", n, p, 12.0 * values / ceil.axpy / 1e9);
   rows.reference("rmw", n, p, 20.0 * values / ceil.rmw / 1e9);
   if (ceil.rounding > 0.0) rows.reference("qsgd_rounding", n, p, values / ceil.rounding);
+  if (ceil.packing > 0.0) rows.reference("qsgd_packing", n, p, values / ceil.packing);
+  if (ceil.unpacking > 0.0) rows.reference("qsgd_unpacking", n, p, p * values / ceil.unpacking);
   if (comm.rank() == 0)
     std::printf(
         "\nn = %lld values (%s per buffer); ceilings in GB/s, write-allocate counted: read two streams %.1f, "
         "copy %.1f, triad %.1f, axpy %.1f, read-modify-write (3 streams) %.1f; QSGD's rounding arithmetic in "
-        "cache %.2f G values/s\n"
+        "cache %.2f G values/s (its whole pack %.2f), its decode's unpacking %.2f G fields/s\n"
         "%-9s %11s %9s %11s %9s %10s %4s %17s %17s %10s %6s\n",
         static_cast<long long>(n), human(4.0 * values).c_str(), ceil.read, ceil.copy, ceil.triad, ceil.axpy, ceil.rmw,
-        ceil.rounding / 1e9, "method", "compress ms", "comm ms", "decode+apply", "step ms", "bytes/rank", "msgs",
-        "compress GB/s (%)", "apply GB/s (%)", "to host", "fences");
+        ceil.rounding / 1e9, ceil.packing / 1e9, ceil.unpacking / 1e9, "method", "compress ms", "comm ms",
+        "decode+apply", "step ms", "bytes/rank", "msgs", "compress GB/s (%)", "apply GB/s (%)", "to host", "fences");
 }
 
 // Every method's step at n values; false in `bytes_ok` when a method sent other than it plans.
@@ -268,8 +270,8 @@ std::vector<Measured> measure_methods(const Communicator& comm, const BenchConfi
   }
   if (comm.rank() == 0)
     std::printf(
-        "(%%: the time the phase's passes would take at the ceilings of their access patterns (QSGD's pack: or of its "
-        "rounding arithmetic, where longer); to host: device-to-host "
+        "(%%: the time the phase's passes would take at the ceilings of their access patterns (QSGD's pack and decode: "
+        "or of their arithmetic in cache, where longer); to host: device-to-host "
         "copies per step, the host round trips; fences: per step; both the most of any timed step on any rank)\n");
   return results;
 }

@@ -22,13 +22,15 @@ enum class Access {
 /// Arithmetic a pass does per value that can bound it rather than its memory traffic.
 enum class Compute {
   none,
-  stochastic_rounding,  ///< QSGD's field of an entry: a counter-based hash and the rounding rule
+  field_packing,    ///< QSGD's pack of an entry: its stochastic rounding (a counter-based hash and the
+                    ///< rounding rule) and the packing of its field into words
+  field_unpacking,  ///< QSGD's decode of one rank's field: unpack, sign, level, multiply-add
 };
 
 /// One pass: its pattern and the bytes it moves (write-allocate included for Access::stream),
-/// and, for a pass whose arithmetic can bound it, that arithmetic and how many values it is done
-/// for: a2sgd-bench then holds the pass against the larger of its memory time and its compute
-/// time (that arithmetic alone, on data in cache, measured in the same run).
+/// and, for a pass whose arithmetic can bound it, that arithmetic and how many times it is done
+/// (values, or fields: a decode unpacks p n): a2sgd-bench then holds the pass against the larger of its memory time and
+/// its compute time (that arithmetic alone, on data in cache, measured in the same run).
 struct Pass {
   Access access;
   double bytes;

@@ -96,6 +96,7 @@ A2SGD_HOST_CLONES void qsgd_pack_block(const float* g, Index begin, Index groups
 #endif
     for (int j = 0; j < 32; ++j) f[j] = field(gg[j], first + j);
     std::uint32_t* o = out + B * grp;
+    impl::prefetch_chunk<true>(o);
     std::uint64_t acc = 0;
     int filled = 0;
 #pragma GCC unroll 32
@@ -124,6 +125,7 @@ A2SGD_HOST_CLONES void qsgd_decode_block(const std::uint32_t* all, Index stride,
     float sum[32] = {};
     for (int r = 0; r < p; ++r) {
       const auto* bytes = reinterpret_cast<const unsigned char*>(all + r * stride + 1 + B * grp);
+      impl::prefetch_chunk(bytes);
       const float v = detail::bits_float(all[r * stride]);
       std::uint32_t f[32];
 #pragma GCC unroll 32
@@ -270,6 +272,7 @@ template <int B>
     const auto base = static_cast<std::uint32_t>(first);
     const auto high = static_cast<std::uint32_t>(static_cast<std::uint64_t>(first) >> 32);
     impl::prefetch_chunk(g + 32 * grp);
+    impl::prefetch_chunk<true>(out + B * grp);  // for the masked store: it trains no hardware prefetcher
     // The even and the odd entries of the group: pair m (entries 2m, 2m + 1) is then one OR away.
     const __m512 g0 = _mm512_loadu_ps(g + 32 * grp), g1 = _mm512_loadu_ps(g + 32 * grp + 16);
     const __m512i f_even = fields_of(_mm512_permutex2var_ps(g0, even, g1),
@@ -307,6 +310,7 @@ template <int B>
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
     for (int r = 0; r < p; ++r) {
       const std::uint32_t* payload = all + r * stride;
+      impl::prefetch_chunk(payload + 1 + B * grp);  // masked loads train no hardware prefetcher
       const __m512i words = _mm512_maskz_loadu_epi32(load_mask, payload + 1 + B * grp);
       const __m512i lo = _mm512_srlv_epi64(_mm512_permutexvar_epi64(l.word, words), l.offset);
       const __m512i hi =
@@ -563,6 +567,23 @@ std::uint32_t qsgd_round_only(const float* g, std::int64_t n, std::int64_t first
   if (bits <= 16 && qsgd_avx512_kernels()) return qsgd_round_block_avx512(g, first, n, field);
 #endif
   return qsgd_round_block(g, first, n, field);
+}
+
+void qsgd_pack_only(const float* g, std::int64_t groups, std::int64_t first, std::uint64_t key, float v,
+                    std::int64_t levels, std::uint32_t* out) {
+  const int bits = qsgd_bits(levels);
+  const QsgdField field{v > 0.0f ? static_cast<float>(levels) / v : 0.0f, static_cast<std::uint32_t>(levels), bits,
+                        key};
+  qsgd_host_kernels(bits).pack(g, first, groups, field, out);
+}
+
+void qsgd_decode_only(const std::uint32_t* all, std::int64_t stride, int p, std::int64_t groups, std::int64_t levels,
+                      float* u) {
+  const int bits = qsgd_bits(levels);
+  if (stride < 1 + bits * groups + 2)
+    throw InvalidArgument("qsgd_decode_only: a stride of " + std::to_string(stride) + " words for " +
+                          std::to_string(groups) + " groups of " + std::to_string(bits) + "-bit fields");
+  qsgd_host_kernels(bits).decode(all, stride, p, 0, groups, 1.0f / (static_cast<float>(levels) * p), u);
 }
 
 }  // namespace compress::impl

@@ -49,9 +49,14 @@ A2SGD_REGISTER_EXCHANGE(qsgd) {
     // The pack pass computes every entry's stochastic rounding: on CPUs its hash, not memory,
     // bounds it (docs/methods.md).
     Pass pack = traffic::written(f, payload);
-    pack.compute = Compute::stochastic_rounding;
+    pack.compute = Compute::field_packing;
     pack.computed = n;
-    return KernelTraffic{{{traffic::read(f), pack}}, {{traffic::written(p * payload, f), traffic::sgd(n)}}};
+    // The decode unpacks every rank's field of every entry: at larger p its arithmetic, not the
+    // memory it moves, bounds it.
+    Pass decode = traffic::written(p * payload, f);
+    decode.compute = Compute::field_unpacking;
+    decode.computed = static_cast<double>(p) * n;
+    return KernelTraffic{{{traffic::read(f), pack}}, {{decode, traffic::sgd(n)}}};
   };
   return m;
 }

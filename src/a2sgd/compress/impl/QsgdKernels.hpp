@@ -20,4 +20,19 @@ void force_qsgd_generic_kernels(bool force) noexcept;
 std::uint32_t qsgd_round_only(const float* g, std::int64_t n, std::int64_t first, std::uint64_t key, float v,
                               std::int64_t levels);
 
+/// QSGD's pack alone: the kernel the codec runs for `levels` (the stochastic rounding and the
+/// packing of the fields into words) over `groups` whole 32-entry groups of g (entry indices from
+/// `first`, a multiple of 32), into out[0 .. bits x groups). a2sgd-bench times it on a block in L1
+/// as the arithmetic ceiling of the pack pass. Host backends only.
+void qsgd_pack_only(const float* g, std::int64_t groups, std::int64_t first, std::uint64_t key, float v,
+                    std::int64_t levels, std::uint32_t* out);
+
+/// The unpacking of QSGD's decode alone: the kernel the codec runs for `levels`, over `groups`
+/// 32-entry groups of p payloads, into u[0 .. 32 groups). `all` holds the p payloads `stride`
+/// words apart, each its norm word, then (bits) x groups words of fields and at least two words
+/// more (the kernels read a field as 8 bytes). a2sgd-bench times it on payloads and u in L1 as
+/// the arithmetic ceiling of the decode pass, whose unpacking grows with p. Host backends only.
+void qsgd_decode_only(const std::uint32_t* all, std::int64_t stride, int p, std::int64_t groups, std::int64_t levels,
+                      float* u);
+
 }  // namespace a2sgd::compress::impl
