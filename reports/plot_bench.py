@@ -22,14 +22,16 @@ from .registry import current_paths, generator, source_line
 from .tables import table_head
 
 
-# ---- the docs' block of the kernel benchmark (docs/benchmarks.md; benchmarks/kernel_bench.sh's runs) ----
-KERNELS = "docs/results/bench/kernels-16m"
+# ---- the docs' blocks of the kernel benchmark (docs/benchmarks.md; benchmarks/kernel_bench.sh's runs) ----
+KERNELS = "docs/results/bench/kernels-16m"        # 2 ranks: two cores share the memory bus
+KERNELS_P1 = "docs/results/bench/kernels-16m-p1"  # 1 rank: one core has the bus alone
 KERNEL_METHODS = ["dense", "a2sgd", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"]
 
 
-@generator("bench-kernels", KERNELS)
-def bench_kernels(root):
-    folder = os.path.join(root, KERNELS)
+def kernel_table(root, results):
+    """The kernel table of one kernel_bench.sh folder: medians of its runs per method, with each
+    phase's percentage of its ceilings as median (lowest-highest)."""
+    folder = os.path.join(root, results)
     with open(os.path.join(folder, "meta.json")) as f:
         meta = json.load(f)
     runs = []
@@ -37,48 +39,59 @@ def bench_kernels(root):
         with open(path) as f:
             runs.append(list(csv.DictReader(f)))
     if len(runs) != meta["runs"]:
-        raise ValueError(f"{KERNELS}: {len(runs)} run files, meta.json says {meta['runs']}")
+        raise ValueError(f"{results}: {len(runs)} run files, meta.json says {meta['runs']}")
 
     def rows(kind, method):
         out = []
         for run in runs:
             r = [x for x in run if x["kind"] == kind and x["method"] == method]
             if len(r) != 1:
-                raise ValueError(f"{KERNELS}: a run without exactly one '{kind},{method}' row")
+                raise ValueError(f"{results}: a run without exactly one '{kind},{method}' row")
             out.append(r[0])
         return out
 
     def med(rs, key, scale=1.0):
         return statistics.median([float(r[key]) * scale for r in rs])
 
+    def percent(rs, key):
+        values = [100 * float(r[key]) for r in rs]
+        return f"{statistics.median(values):.0f}% ({min(values):.0f}-{max(values):.0f})"
+
     first = rows("measured", "dense")
     lines = [*table_head(["method", "compress ms", "comm ms", "decode + apply ms", "bytes per rank",
-                          "compress, % of ceiling", "apply, % of ceiling"])]
+                          "compress, % of ceiling (range)", "apply, % of ceiling (range)"])]
     for m in KERNEL_METHODS:
         rs = rows("measured", m)
         comp = med(rs, "compress_s", 1e3)
-        cpct = "-" if all(float(r["compress_bytes_touched"]) == 0 for r in rs) else \
-            f"{med(rs, 'compress_of_ceiling', 100):.0f}%"
+        cpct = "-" if all(float(r["compress_bytes_touched"]) == 0 for r in rs) else percent(rs, "compress_of_ceiling")
         lines.append(f"| {m} | {comp:.3f} | {med(rs, 'comm_s', 1e3):.3f} | {med(rs, 'apply_s', 1e3):.3f} "
-                     f"| {int(float(rs[0]['bytes_per_rank'])):,} | {cpct} | {med(rs, 'apply_of_ceiling', 100):.0f}% |")
-    spread = {m: (min(float(r["compress_of_ceiling"]) for r in rows("measured", m)),
-                  max(float(r["compress_of_ceiling"]) for r in rows("measured", m))) for m in ["topk", "qsgd"]}
+                     f"| {int(float(rs[0]['bytes_per_rank'])):,} | {cpct} | {percent(rs, 'apply_of_ceiling')} |")
     ceilings = ", ".join(f"{name} {med(first, key):.1f}" for name, key in
                          [("read", "read_gbs"), ("copy", "copy_gbs"), ("triad", "triad_gbs"), ("axpy", "axpy_gbs"),
                           ("read-modify-write", "rmw_gbs")])
     nth = rows("reference", "nth_element")
     topk = rows("measured", "topk")
-    lines += ["", f"Medians of {len(runs)} runs ({meta['ranks']} ranks, {int(float(first[0]['values'])):,} values, each "
-              f"run's figures the medians of its timed steps, the slower rank's). Ceilings in GB/s, write-allocate "
-              f"counted (medians): {ceilings}; QSGD's rounding arithmetic in cache {med(first, 'rounding_gvs'):.2f} G "
-              f"values/s. Run to run the percentages move widely on this shared VM (Top-K's compress "
-              f"{100 * spread['topk'][0]:.0f}-{100 * spread['topk'][1]:.0f}%, QSGD's "
-              f"{100 * spread['qsgd'][0]:.0f}-{100 * spread['qsgd'][1]:.0f}%): a ceiling and a kernel are timed "
-              f"moments apart. Top-K's selection took {med(topk, 'compress_s', 1e3):.1f} ms against "
+    ranks = meta["ranks"]
+    lines += ["", f"Medians of {len(runs)} runs ({ranks} rank{'s' if ranks != 1 else ''}, "
+              f"{int(float(first[0]['values'])):,} values, each run's figures the medians of its timed steps, the "
+              f"slower rank's; in brackets the lowest and highest run). Ceilings in GB/s, write-allocate counted "
+              f"(medians): {ceilings}. QSGD's arithmetic in L1 (medians): its whole pack "
+              f"{med(first, 'packing_gvs'):.2f} G values/s (the rounding alone {med(first, 'rounding_gvs'):.2f}), "
+              f"its decode's unpacking {med(first, 'unpacking_gfs'):.2f} G fields/s. Top-K's selection took {med(topk, 'compress_s', 1e3):.1f} ms against "
               f"{med(nth, 'step_s', 1e3):.1f} ms for `std::nth_element` of the same magnitudes. CPU: {meta['cpu']}, "
               f"{meta['cores']} cores; commit {meta['commit']}.", "",
-              source_line(KERNELS, f"`{current_paths(meta['command'])}`; every run's CSV and report are there")]
+              source_line(results, f"`{current_paths(meta['command'])}`; every run's CSV and report are there")]
     return lines
+
+
+@generator("bench-kernels", KERNELS)
+def bench_kernels(root):
+    return kernel_table(root, KERNELS)
+
+
+@generator("bench-kernels-p1", KERNELS_P1)
+def bench_kernels_p1(root):
+    return kernel_table(root, KERNELS_P1)
 
 
 def main():
