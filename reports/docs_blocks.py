@@ -89,7 +89,8 @@ FOLDERS = {
     "paper": ("`scripts/studies/paper_experiment.sh`", "`paper`, `metrics-plots`, `network`"),
     "paper-p4": ("`scripts/studies/paper_experiment.sh --ranks 4`", "`paper`, `metrics-plots`, `network`"),
     "paper-p8": ("`scripts/studies/paper_experiment.sh` (timings over 8 emulated nodes)", "`network`"),
-    "pytorch": ("`examples/torch/*.py`, `benchmarks/torch/hook_compute.py`, `benchmarks/torch/compare_pytorch_ddp.sh`",
+    "pytorch": ("`examples/torch/*.py`, `benchmarks/torch/hook_compute.py`, `benchmarks/torch/compare_pytorch_ddp.sh`, "
+                "`benchmarks/torch/ddp_network.sh` (network/)",
                 "`docs` (pytorch_report)"),
     "scaling": ("`scripts/studies/scaling_projection.sh`", "`scaling`"),
 }

@@ -6,6 +6,7 @@ runs are the examples' and benchmarks' own JSON; this module only tabulates them
 import glob
 import json
 import os
+import statistics
 
 from .registry import generator, source_line
 from .tables import markdown_table, table_head
@@ -104,3 +105,92 @@ def pytorch_ddp_mlp(root):
                                            f"steps after {r['warmup']}, one thread per rank, medians of "
                                            f"{len(r['a2sgd_step_s'])} alternating rounds; torch {r['torch']}, "
                                            f"{r['cpu']}")]
+
+
+TORCH_NETWORK = "docs/results/pytorch/network"
+TORCH_NETWORK_LABELS = {
+    "ddp": "PyTorch DDP, its own all-reduce (overlapped)",
+    "powersgd": "PyTorch DDP, torch PowerSGD hook (rank 2, one bucket)",
+    "postlocal": "PyTorch DDP, torch post-local SGD (PeriodicModelAverager)",
+    "a2sgd": "PyTorch DDP, a2sgd.torch a2sgd_hook + PeriodicAverager",
+    "train-dense": "a2sgd-train, dense (defaults: clipping, so after the backward pass)",
+    "train-a2sgd": "a2sgd-train, A2SGD (defaults)",
+}
+
+
+def _network_runs(root):
+    """{nodes: {exchange: [run, ...]}} from benchmarks/torch/ddp_network.sh's folder."""
+    folder = os.path.join(root, TORCH_NETWORK)
+    with open(os.path.join(folder, "meta.json")) as f:
+        meta = json.load(f)
+    runs = {}
+    for n in meta["nodes"]:
+        for e in meta["exchanges"].split(","):
+            paths = sorted(glob.glob(os.path.join(folder, f"p{n}", f"{e}-r*.json")))
+            if len(paths) != meta["repeats"]:
+                raise SystemExit(f"pytorch_report.py: {TORCH_NETWORK}/p{n}: {len(paths)} runs of {e}, "
+                                 f"meta.json says {meta['repeats']}")
+            loaded = []
+            for path in paths:
+                with open(path) as f:
+                    loaded.append(json.load(f))
+            runs.setdefault(n, {})[e] = loaded
+    return meta, runs
+
+
+def network_times(root):
+    """{nodes: {exchange: (s per step, period, one average's s, s per step with averages, bytes per step,
+    bytes per average)}}: medians over the runs of benchmarks/torch/ddp_network.sh. a2sgd-train's
+    replica average is an all-reduce of the model, the bytes of a dense step: its time is taken as
+    dense's communication per step in the same sitting."""
+    meta, runs = _network_runs(root)
+    med = statistics.median
+    out = {}
+    for n, by in runs.items():
+        dense_comm = med([r["summary"]["comm_s_per_step"] for r in by["train-dense"]]) if "train-dense" in by else 0.0
+        for e, rs in by.items():
+            if e.startswith("train-"):
+                step = med([r["summary"]["step_time_s"] for r in rs])
+                period = 200 if e == "train-a2sgd" else 0
+                average = dense_comm if period else 0.0
+                sent = med([r["summary"]["bytes_per_step"] for r in rs])
+                per_avg = med([r["summary"]["dense_bytes_per_step"] for r in rs]) if period else 0.0
+            else:
+                step = med([r["step_s"] for r in rs])
+                period = rs[0].get("period", 0)
+                average = med([r["average_s"] for r in rs]) if period else 0.0
+                sent = med([r["tx_bytes_per_step"] for r in rs])
+                per_avg = med([r["tx_bytes_per_average"] for r in rs]) if period else 0.0
+            out.setdefault(n, {})[e] = (step, period, average, step + (average / period if period else 0.0), sent,
+                                        per_avg)
+    return meta, out
+
+
+@generator("pytorch-network", TORCH_NETWORK)
+def pytorch_network(root):
+    """Per cluster size: each configuration's median time per step over its runs (each run's own
+    median step), with the replica average amortised over its period where the method averages, the
+    bytes per step, and the time against DDP's overlapped all-reduce."""
+    meta, times = network_times(root)
+    lines = []
+    for n, by in times.items():
+        ddp = by["ddp"][3] if "ddp" in by else None
+        lines += [f"**{n} nodes** at {meta['rate']}:", ""]
+        lines += table_head(["run", "s per step", "one average, s (every K steps)", "s per step, averages included",
+                             "bytes per step and rank", "MB per average", "time x DDP's"])
+        for e, (step, period, average, total, sent, per_avg) in by.items():
+            avg = f"{average:.2f} (K = {period})" if period else "-"
+            avg_mb = f"{per_avg / 1e6:.3g}" if period else "-"
+            wire = f"{sent / 1e6:.3g} MB" if sent >= 1e4 else f"{sent:,.0f} B"
+            if e.startswith("train-"):
+                wire += " (to MPI)"
+            ratio = f"{total / ddp:.2f}" if ddp else "-"
+            lines.append(f"| {TORCH_NETWORK_LABELS.get(e, e)} | {step:.3f} | {avg} | {total:.3f} | {wire} | {avg_mb} "
+                         f"| {ratio} |")
+        lines.append("")
+    return lines + [source_line(TORCH_NETWORK, f"`{meta['command']}`: the language model (4,651,600 parameters), "
+                                               f"medians of {meta['repeats']} alternated runs of {meta['steps']} timed "
+                                               f"steps each; PyTorch's bytes are what the node's link sent, "
+                                               f"a2sgd-train's what it handed MPI, and its average's time dense's "
+                                               f"communication per step; torch {meta['torch']}, {meta['cpu']}, "
+                                               f"{meta['cores']} cores, commit {meta['commit']}")]

@@ -118,6 +118,6 @@ commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //' || echo unknown)
 torch_version=$("$python" -c "import torch; print(torch.__version__)")
 cat >"$out/meta.json" <<JSON
-{"command": "benchmarks/torch/ddp_network.sh --nodes '$nodes_list' --rate $rate --exchanges $exchanges --repeats $repeats --steps $steps", "nodes": [${nodes_list// /, }], "rate": "$rate", "exchanges": "$exchanges", "repeats": $repeats, "steps": $steps, "commit": "$commit", "cpu": "$cpu", "cores": $(nproc), "torch": "$torch_version"}
+{"command": "benchmarks/torch/ddp_network.sh --nodes '$nodes_list' --rate $rate --exchanges $exchanges --repeats $repeats --steps $steps", "nodes": [${nodes_list// /, }], "rate": "$rate", "exchanges": "$exchanges", "repeats": $repeats, "steps": $steps, "commit": "$commit", "cpu": "$cpu", "cores": $(nproc --all), "torch": "$torch_version"}
 JSON
 echo "results in $out"
