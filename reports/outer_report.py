@@ -256,33 +256,40 @@ def verdict_lstm(directory):
     return "\n".join(lines)
 
 
-NETWORK_CONFIGS = (("dense", "dense"), ("a2sgd-k100-diloco", "A2SGD's defaults"), ("local-k100", "local SGD"),
-                   ("local-k100-diloco", "local SGD + outer Nesterov"))
+NETWORK_CONFIGS = {
+    "mlp": (("dense", "dense"), ("a2sgd-k100-diloco", "A2SGD's defaults"), ("local-k100", "local SGD"),
+            ("local-k100-diloco", "local SGD + outer Nesterov")),
+    "lstm": (("dense", "dense"), ("a2sgd-layer-k200-hold", "A2SGD's defaults"), ("local-k200", "local SGD")),
+}
+NETWORK_OPTIMIZERS = {"mlp": ("sgd", "momentum", "adam"), "lstm": ("sgd", "adam")}
 
 
-def network_table(directory, rate):
-    """The MLP cells' time to the target over P emulated nodes at `rate` (outer_network.sh): each
+def network_table(directory, rate, model="mlp"):
+    """A model's cells' time to the target over P emulated nodes at `rate` (outer_network.sh): each
     configuration's steps to the target (the mean of its seeds, at its best rate) times its step
     timed over the network (DIR/network-<rate>-p<P>/<config>_<optimizer>.jsonl)."""
-    lines = table_head(["nodes, optimizer", *(f"{label}: ms per step, time to target" for _, label in NETWORK_CONFIGS),
+    configs = NETWORK_CONFIGS[model]
+    a2sgd, locals_ = configs[1][0], [base for base, _ in configs[2:]]
+    lines = table_head(["nodes, optimizer", *(f"{label}: ms per step, time to target" for _, label in configs),
                         "A2SGD's time : the faster local SGD's"])
     found = False
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(os.listdir(directory), key=lambda n: (len(n), n)):
         m = re.fullmatch(rf"network-{re.escape(rate)}-p([0-9]+)", name)
         if not m:
             continue
         p = int(m.group(1))
-        for optimizer in ("sgd", "momentum", "adam"):
-            cell_dir = os.path.join(directory, f"mlp_p{p}_{optimizer}")
+        for optimizer in NETWORK_OPTIMIZERS[model]:
+            cell_dir = os.path.join(directory, f"{model}_p{p}_{optimizer}")
             if not os.path.isdir(cell_dir):
                 continue
             cell = cell_rows(cell_dir)
             if not cell:
                 continue
-            by_base = {parse_name(r["config"])[0]: r for r in cell["rows"]}
+            # A learning-rate warm-up (-lrw<K>) changes no work and no byte of a step.
+            by_base = {re.sub(r"-lrw[0-9]+$", "", parse_name(r["config"])[0]): r for r in cell["rows"]}
             by_base["dense"] = cell["rows"][0]
             times, cells, steps = {}, [], {}
-            for base, _ in NETWORK_CONFIGS:
+            for base, _ in configs:
                 path = os.path.join(directory, name, f"{base}_{optimizer}.jsonl")
                 row = by_base.get(base)
                 if not os.path.exists(path) or row is None:
@@ -301,18 +308,20 @@ def network_table(directory, rate):
                 times[base] = row["steps"] * step
                 ratio = f" ({times[base] / times['dense']:.2f}x dense)" if "dense" in times and base != "dense" else ""
                 cells.append(f"{1e3 * step:.2f} ms, {times[base]:.2f} s{ratio}")
-            local = [times[b] for b in ("local-k100", "local-k100-diloco") if b in times]
-            if "a2sgd-k100-diloco" in times and local:
-                verdict = f"{times['a2sgd-k100-diloco'] / min(local):.2f}"
+            local = [times[b] for b in locals_ if b in times]
+            if a2sgd in times and local:
+                verdict = f"{times[a2sgd] / min(local):.2f}"
             elif local:
                 verdict = "A2SGD does not reach the target"
+            elif a2sgd in times:
+                verdict = "local SGD does not reach the target"
             else:
                 verdict = "-"
             lines.append(f"| {p}, {optimizer} | " + " | ".join(cells) + f" | {verdict} |")
-            if "a2sgd-k100-diloco" in times and local:
-                _NETWORK_RATIOS.setdefault((directory, rate), []).append(
-                    (p, optimizer, times["a2sgd-k100-diloco"] / min(local), times["a2sgd-k100-diloco"] / times["dense"],
-                     steps["a2sgd-k100-diloco"] / steps["local-k100"]))
+            if a2sgd in times and local:
+                _NETWORK_RATIOS.setdefault((directory, rate, model), []).append(
+                    (p, optimizer, times[a2sgd] / min(local), times[a2sgd] / times["dense"],
+                     steps[a2sgd] / steps[locals_[0]]))
     return "\n".join(lines) if found else ""
 
 
@@ -322,9 +331,9 @@ _NETWORK_RATIOS = {}
 def network_ratios(directory, rate):
     """[(nodes, optimizer, A2SGD's time : the faster local SGD's, A2SGD's time : dense's, A2SGD's step : local
     SGD's)] of network_table."""
-    _NETWORK_RATIOS.pop((directory, rate), None)
+    _NETWORK_RATIOS.pop((directory, rate, "mlp"), None)
     network_table(directory, rate)
-    return _NETWORK_RATIOS.get((directory, rate), [])
+    return _NETWORK_RATIOS.get((directory, rate, "mlp"), [])
 
 
 def _cell_order(name):
@@ -384,6 +393,17 @@ def outer_network_mlp(root):
                                                      "P emulated nodes at 100 Mbit/s; runs: `scripts/studies/outer_network.sh`")]
 
 
+@generator("outer-network-lstm", OUTER)
+def outer_network_lstm(root):
+    text = network_table(os.path.join(root, OUTER), "250mbit", "lstm")
+    if not text:
+        raise SystemExit(f"docs_blocks.py: no timed run in {OUTER}/network-250mbit-p<P>/")
+    return text.split("\n") + ["", source_line(OUTER, "`python3 -m reports outer --model lstm --network 250mbit`: the "
+                                                     "study's steps to the target, seed 1, x the step timed over P "
+                                                     "emulated nodes at 250 Mbit/s; runs: `scripts/studies/"
+                                                     "outer_network.sh --model lstm`")]
+
+
 # ---- the README's verdict: where A2SGD pays and where it does not, each figure from its study ----
 
 
@@ -394,7 +414,7 @@ def main():
     ap.add_argument("--best", action="store_true", help="print the best screened configuration of each base")
     ap.add_argument("--verdict", action="store_true", help="print the one-line-per-cell verdict table")
     ap.add_argument("--model", default="mlp", choices=("mlp", "lstm"), help="the model whose cells to report")
-    ap.add_argument("--network", metavar="RATE", help="print the MLP cells' time to the target over the emulated "
+    ap.add_argument("--network", metavar="RATE", help="print the model's cells' time to the target over the emulated "
                                                       "network at RATE (scripts/studies/outer_network.sh's runs)")
     a = ap.parse_args()
     if a.best:
@@ -407,7 +427,7 @@ def main():
             print(f"{base}-lr{chosen[base][1]}")
         return
     if a.network:
-        print(network_table(a.directory, a.network))
+        print(network_table(a.directory, a.network, a.model))
     elif a.verdict:
         print(verdict(a.directory) if a.model == "mlp" else verdict_lstm(a.directory))
     else:
