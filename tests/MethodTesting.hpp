@@ -5,6 +5,7 @@
 #include "TestingCatch.hpp"
 
 #include <a2sgd/compress/ExchangeFactory.hpp>
+#include <a2sgd/core/GradientListener.hpp>
 #include <a2sgd/core/ParameterStore.hpp>
 #include <a2sgd/core/Random.hpp>
 
@@ -28,6 +29,14 @@ inline ParameterStore fmnist_mlp_store() {
   store.add("fc3.weight", {10, 256});
   store.add("fc3.bias", {10});
   return store;
+}
+
+/// The MLP's layers as its backward pass reports them (weight and bias together, last layer first).
+inline std::vector<GradientRange> mlp_backward_order(const ParameterStore& store) {
+  std::vector<GradientRange> order;
+  const auto& t = store.tensors();
+  for (std::size_t i = t.size(); i >= 2; i -= 2) order.push_back({t[i - 2].offset, t[i - 1].offset + t[i - 1].size});
+  return order;
 }
 
 /// What one regular step of a method must plan and send: the bytes of each collective, the kind

@@ -1,9 +1,14 @@
-# a2sgd-train with METHOD (dense, topk, randomk, qsgd, efsign, powersgd, fp16 or bf16) exchanging buckets (a 64-32-32-4 MLP of
+# a2sgd-train with METHOD (dense, topk, randomk, qsgd, efsign, powersgd, fp16, bf16, or a2sgd by layer in buckets, with
+# Adam's local moments formed per bucket) exchanging buckets (a 64-32-32-4 MLP of
 # 3,300 values, caps that make three buckets), on NP ranks: --overlap on starts two of each step's
 # three collectives during the backward pass (the summary's collectives_overlapped), --overlap off
 # none, and the two runs' losses and accuracies are the same bit for bit (every train and eval
 # record's figures).
 separate_arguments(_preflags UNIX_COMMAND "${PREFLAGS}")
+set(extra)
+if(METHOD STREQUAL "a2sgd")
+  set(extra --a2sgd-granularity layer --a2sgd-buckets on --optimizer adam --lr 0.001)
+endif()
 set(work ${WORKDIR}/overlap_${METHOD}_np${NP})
 file(REMOVE_RECURSE ${work})
 file(MAKE_DIRECTORY ${work})
@@ -12,7 +17,7 @@ foreach(mode on off)
     COMMAND ${MPIEXEC} ${NPFLAG} ${NP} ${_preflags} ${EXE} --compressor ${METHOD} --topk-ratio 0.05 --randomk-ratio 0.05 --dataset synthetic
             --synthetic-train 2000 --synthetic-test 500 --synthetic-features 64 --synthetic-classes 4
             --hidden 32,32 --steps 60 --batch-size 16 --log-every 10 --eval-every 30 --first-bucket-mb 0.001
-            --bucket-mb 0.008 --overlap ${mode} --metrics ${work}/${mode}.jsonl --no-progress-bar
+            --bucket-mb 0.008 ${extra} --overlap ${mode} --metrics ${work}/${mode}.jsonl --no-progress-bar
     OUTPUT_VARIABLE out_${mode} ERROR_VARIABLE err RESULT_VARIABLE rc)
   message("${out_${mode}}${err}")
   if(NOT rc EQUAL 0)

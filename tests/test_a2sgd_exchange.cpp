@@ -491,7 +491,8 @@ TEST_CASE("A2SGD's first moment at the periodic average: keep, average, reset", 
   CHECK_THROWS_WITH(parse_state_at_average("drop"), A2SGD_CONTAINS("keep, average, reset"));
   A2sgdOptions never;
   never.state_at_average = StateAtAverage::reset;
-  CHECK_THROWS_WITH(A2sgdExchange(comm, static_cast<Index>(n), never), A2SGD_CONTAINS("needs an averaging period K > 0"));
+  CHECK_THROWS_WITH(A2sgdExchange(comm, static_cast<Index>(n), never),
+                    A2SGD_CONTAINS("needs an averaging period K > 0"));
   // Plain SGD has no first moment: the step says so on every rank instead of doing nothing.
   A2sgdOptions o;
   o.average_every = 1;
@@ -729,4 +730,135 @@ TEST_CASE("the A2SGD codec's segment bounds refuse tensors that do not cover the
   CHECK_THROWS_AS(A2sgdCodec::segment_bounds(-1, {}), InvalidArgument);
   CHECK_THROWS_AS(A2sgdCodec(10, {}, {4, 5}), InvalidArgument);
   CHECK(A2sgdCodec(10, {}, {4, 6}).payload_words() == 4);
+}
+
+TEST_CASE("A2SGD by layer in gradient buckets: overlapped and not bit for bit, and the one-all-reduce step's result",
+          "[a2sgd][buckets]") {
+  // Three buckets of whole tensors (the MLP's layers, last first); per bucket its segments are
+  // encoded (after the optimizer's local direction, for momentum and Adam) and all-reduced on their
+  // own. Overlapped or not, the same collectives: equal bit for bit. Against the unbucketed step
+  // (one all-reduce of every segment's scalars) every entry's sum over ranks is the same sum; at
+  // 1 and 2 ranks an all-reduce of any shape adds the same one or two doubles, so equal bit for
+  // bit as well (at more ranks MPI may associate the sums differently for other message sizes).
+  Communicator comm;
+  ParameterStore store = fmnist_mlp_store();
+  const auto n = static_cast<Index>(store.tensors().back().offset + store.tensors().back().size);
+  const std::vector<GradientRange> order = mlp_backward_order(store);
+  const ExecutionSpace exec;
+  struct Case {
+    OptimizerKind kind;
+    std::uint64_t warmup;
+    GlobalAveraging averaging;
+  };
+  for (const Case& k :
+       {Case{OptimizerKind::sgd, 0, GlobalAveraging::mean}, Case{OptimizerKind::momentum, 1, GlobalAveraging::mean},
+        Case{OptimizerKind::adam, 0, GlobalAveraging::weighted}}) {
+    INFO(to_string(k.kind) << ", warm-up " << k.warmup << ", " << to_string(k.averaging));
+    // 0: buckets not overlapped; 1: overlapped; 2: no buckets (one all-reduce per step).
+    std::unique_ptr<Exchange> ex[3];
+    std::vector<std::unique_ptr<Optimizer>> opt;
+    std::vector<FloatView> x;
+    for (int v = 0; v < 3; ++v) {
+      ExchangeConfig cfg;
+      cfg.method = "a2sgd";
+      cfg.layout = store.tensors();
+      cfg.options["granularity"] = "layer";
+      cfg.options["buckets"] = "on";
+      cfg.options["averaging"] = to_string(k.averaging);
+      cfg.options["warmup-steps"] = std::to_string(k.warmup);
+      cfg.common.buckets.first_bytes = 100000;
+      cfg.common.buckets.bytes = 300000;
+      cfg.common.buckets.overlap = v == 1;
+      ex[v] = make_exchange(cfg, comm, n);
+      if (v < 2) ex[v]->plan_buckets(order);
+      OptimizerConfig ocfg;
+      ocfg.kind = k.kind;
+      opt.push_back(std::make_unique<Optimizer>(ocfg, n));
+      x.push_back(to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f)));
+    }
+    REQUIRE(ex[1]->buckets().size() == 3);
+    REQUIRE(ex[1]->exchanges_buckets());
+    const int width = k.averaging == GlobalAveraging::weighted ? 4 : 2;
+    // Per bucket one all-reduce of its segments' scalars: 2 tensors each, 8 bytes a scalar.
+    const auto traffic = ex[1]->step_traffic();
+    REQUIRE(traffic.size() == 3);
+    for (const auto& c : traffic) CHECK(c.bytes == 8u * 2u * static_cast<std::uint64_t>(width));
+    for (int step = 0; step < 4; ++step) {
+      INFO("step " << step);
+      Rng rng(100 * static_cast<std::uint64_t>(step) + static_cast<std::uint64_t>(comm.rank()));
+      std::vector<float> g(static_cast<std::size_t>(n));
+      for (auto& v : g) v = static_cast<float>(0.01 * rng.normal());
+      for (int v = 0; v < 3; ++v) {
+        auto grad = to_device(g);
+        GradientListener* listener = ex[v]->begin_step(grad, *opt[v]);
+        CHECK((listener != nullptr) == (v == 1));
+        if (listener)
+          for (const GradientRange& group : order) listener->gradient_ready(exec, group);
+        ex[v]->step(x[v], grad, *opt[v], 0.01);
+        const StepStats& s = ex[v]->stats().last_step;
+        const bool dense = static_cast<std::uint64_t>(step) < k.warmup;
+        CHECK(s.messages == (v == 2 ? 1u : 3u));
+        CHECK(s.overlapped == (v == 1 ? 2u : 0u));
+        // Six segments' scalars in one all-reduce or in three; a warm-up step all-reduces the gradient.
+        CHECK(s.bytes_sent ==
+              (dense ? 4u * static_cast<std::uint64_t>(n) : 8u * 6u * static_cast<std::uint64_t>(width)));
+      }
+      CHECK(to_host(x[0]) == to_host(x[1]));
+      if (comm.size() <= 2) CHECK(to_host(x[0]) == to_host(x[2]));
+    }
+    for (int v = 1; v < 3; ++v) {
+      if (v == 2 && comm.size() > 2) continue;
+      const auto s0 = ex[0]->state(), sv = ex[v]->state();
+      REQUIRE(s0.size() == sv.size());
+      for (std::size_t i = 0; i < s0.size(); ++i) CHECK(to_host(s0[i].view) == to_host(sv[i].view));
+      const auto o0 = opt[0]->state(), ov = opt[v]->state();
+      for (std::size_t i = 0; i < o0.size(); ++i) CHECK(to_host(o0[i].view) == to_host(ov[i].view));
+      CHECK(opt[0]->steps() == opt[v]->steps());
+    }
+  }
+}
+
+TEST_CASE("A2SGD in buckets: a non-finite gradient in a late bucket stops every rank and changes nothing",
+          "[a2sgd][buckets][errors]") {
+  Communicator comm;
+  ParameterStore store = fmnist_mlp_store();
+  const auto n = static_cast<Index>(store.tensors().back().offset + store.tensors().back().size);
+  const std::vector<GradientRange> order = mlp_backward_order(store);
+  ExchangeConfig cfg;
+  cfg.method = "a2sgd";
+  cfg.layout = store.tensors();
+  cfg.options["granularity"] = "layer";
+  cfg.options["buckets"] = "on";
+  cfg.common.buckets.first_bytes = 100000;
+  cfg.common.buckets.bytes = 300000;
+  auto ex = make_exchange(cfg, comm, n);
+  ex->plan_buckets(order);
+  Optimizer sgd(OptimizerConfig{}, n);
+  auto x = to_device(std::vector<float>(static_cast<std::size_t>(n), 0.0f));
+  const ExecutionSpace exec;
+  const auto gradient = [&](bool poisoned) {
+    std::vector<float> g = random_gradient(static_cast<std::size_t>(n), 7u + static_cast<unsigned>(comm.rank()));
+    // The middle bucket's first entry, on the last rank.
+    if (poisoned && comm.rank() == comm.size() - 1)
+      g[static_cast<std::size_t>(order[1].begin)] = std::numeric_limits<float>::quiet_NaN();
+    return to_device(g);
+  };
+  auto g1 = gradient(false);
+  if (GradientListener* l = ex->begin_step(g1, sgd))
+    for (const GradientRange& group : order) l->gradient_ready(exec, group);
+  ex->step(x, g1, sgd, 0.1);
+  const auto x_before = to_host(x);
+  auto g2 = gradient(true);
+  GradientListener* listener = ex->begin_step(g2, sgd);
+  REQUIRE(listener != nullptr);
+  for (const GradientRange& group : order) listener->gradient_ready(exec, group);
+  bool threw = false;
+  try {
+    ex->step(x, g2, sgd, 0.1);
+  } catch (const NonFiniteError& err) {
+    threw = true;
+    CHECK_THAT(err.what(), A2SGD_CONTAINS(comm.rank() == comm.size() - 1 ? "1 non-finite" : "another rank"));
+  }
+  CHECK(threw);
+  CHECK(to_host(x) == x_before);
 }

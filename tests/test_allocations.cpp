@@ -134,13 +134,13 @@ TEST_CASE("steady-state steps of every method allocate nothing, with SGD, moment
         if (o.name == "ratio") cfg.options["ratio"] = "0.05";
       auto ex = make_exchange(cfg, comm, n);
       ex->plan_buckets(order);
-      const auto report = [&] {
-        if (GradientListener* listener = ex->begin_step(grad))
-          for (const GradientRange& group : order) listener->gradient_ready(exec, group);
-      };
       OptimizerConfig ocfg;
       ocfg.kind = kind;
       Optimizer opt(ocfg, n);
+      const auto report = [&] {
+        if (GradientListener* listener = ex->begin_step(grad, opt))
+          for (const GradientRange& group : order) listener->gradient_ready(exec, group);
+      };
       // The first steps may size staging buffers; from then on nothing is allocated.
       for (int step = 0; step < 2; ++step) {
         Kokkos::deep_copy(grad, grad_source);

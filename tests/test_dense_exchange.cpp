@@ -142,7 +142,7 @@ TEST_CASE("bucketed dense exchange: overlapped and not, bit for bit; within the 
     // Overlapped: a bucket's all-reduce starts as the last of its groups is reported, except the
     // last bucket's (step() starts it).
     auto ga = to_device(g);
-    GradientListener* listener = overlapped->begin_step(ga);
+    GradientListener* listener = overlapped->begin_step(ga, opt_a);
     REQUIRE(listener != nullptr);
     for (const GradientRange& group : order) listener->gradient_ready(exec, group);
     overlapped->step(xa, ga, opt_a, 0.1);
@@ -151,12 +151,12 @@ TEST_CASE("bucketed dense exchange: overlapped and not, bit for bit; within the 
     CHECK(overlapped->stats().last_step.bytes_sent == 4 * n);
     // Not overlapped: begin_step() arms nothing, step() runs the same four all-reduces.
     auto gb = to_device(g);
-    CHECK(after->begin_step(gb) == nullptr);
+    CHECK(after->begin_step(gb, opt_b) == nullptr);
     after->step(xb, gb, opt_b, 0.1);
     CHECK(after->stats().last_step.overlapped == 0);
     CHECK(after->stats().last_step.messages == 4);
     auto gc = to_device(g);
-    CHECK(whole->begin_step(gc) == nullptr);
+    CHECK(whole->begin_step(gc, opt_c) == nullptr);
     whole->step(xc, gc, opt_c, 0.1);
     CHECK(whole->stats().last_step.messages == 1);
   }
@@ -185,7 +185,8 @@ TEST_CASE("bucketed dense exchange: overlapped and not, bit for bit; within the 
   }
 }
 
-TEST_CASE("bucketed dense exchange refuses reports outside the plan and a changed buffer", "[dense][buckets]") {
+TEST_CASE("bucketed dense exchange refuses reports outside the plan, a changed buffer or optimizer",
+          "[dense][buckets]") {
   Communicator comm;
   const std::size_t n = 100;
   ExchangeConfig cfg;
@@ -199,13 +200,15 @@ TEST_CASE("bucketed dense exchange refuses reports outside the plan and a change
   auto g = to_device(rank_gradient(n, comm.rank()));
   auto x = to_device(std::vector<float>(n, 0.0f));
   Optimizer sgd(OptimizerConfig{}, static_cast<Index>(n));
-  GradientListener* listener = exchange->begin_step(g);
+  GradientListener* listener = exchange->begin_step(g, sgd);
   REQUIRE(listener != nullptr);
   CHECK_THROWS_AS(listener->gradient_ready(exec, {50, 70}), InvalidArgument);
   CHECK_THROWS_WITH(listener->gradient_ready(exec, {50, 70}), A2SGD_CONTAINS("in no bucket"));
   CHECK_THROWS_AS(exchange->step(x, to_device(rank_gradient(n, 0)), sgd, 1.0), InvalidArgument);
   CHECK_THROWS_WITH(exchange->step(x, to_device(rank_gradient(n, 0)), sgd, 1.0),
-                       A2SGD_CONTAINS("another gradient buffer"));
+                    A2SGD_CONTAINS("another gradient buffer"));
+  Optimizer other(OptimizerConfig{}, static_cast<Index>(n));
+  CHECK_THROWS_WITH(exchange->step(x, g, other, 1.0), A2SGD_CONTAINS("another optimizer"));
   // The refused calls started nothing: the step completes on every rank, as a plain one.
   exchange->step(x, g, sgd, 1.0);
   CHECK(exchange->stats().last_step.messages == 2);

@@ -160,9 +160,7 @@ TEST_CASE("every bucketed method: overlapped and not, bit for bit; each bucket's
   const auto n = static_cast<Index>(store.tensors().back().offset + store.tensors().back().size);
   // The MLP's layers as its backward pass reports them, last first; caps that make three buckets
   // (fc3: 10 kB; fc2: 263 kB; fc1: 803 kB, above the 300 kB cap, a bucket of its own).
-  std::vector<GradientRange> order;
-  for (std::size_t t = store.tensors().size(); t >= 2; t -= 2)
-    order.push_back({store.tensors()[t - 2].offset, store.tensors()[t - 1].offset + store.tensors()[t - 1].size});
+  const std::vector<GradientRange> order = mlp_backward_order(store);
   const std::vector<std::string> bucketed = {"dense", "topk", "randomk", "qsgd", "efsign", "powersgd", "fp16", "bf16"};
   const ExecutionSpace exec;
   for (const ExchangeMethod& method : exchange_registry()) {
@@ -194,7 +192,7 @@ TEST_CASE("every bucketed method: overlapped and not, bit for bit; each bucket's
       for (auto& v : g) v = static_cast<float>(0.01 * rng.normal());
       for (int overlap = 0; overlap < 2; ++overlap) {
         auto grad = to_device(g);
-        GradientListener* listener = ex[overlap]->begin_step(grad);
+        GradientListener* listener = ex[overlap]->begin_step(grad, opt[overlap]);
         CHECK((listener != nullptr) == (buckets && overlap == 1));
         if (listener)
           for (const GradientRange& group : order) listener->gradient_ready(exec, group);

@@ -136,7 +136,8 @@ po::options_description exchange_options(Raw& r) {
       "the first bucket's cap in MiB (DDP's 1 MiB: it starts soonest)")(
       "overlap", po::value(&r.overlap)->default_value(r.overlap),
       "on | off: start each bucket's collective during the backward pass (off: the same collectives after it; "
-      "results are identical). Not with clipping (it needs the whole gradient) or at --diagnostics-every steps");
+      "results are identical). Not with clipping (it needs the whole gradient, then exchanged in one piece) or at "
+      "--diagnostics-every steps");
   apps::add_method_options(d);
   return d;
 }

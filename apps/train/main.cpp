@@ -123,14 +123,22 @@ void banner(const train::TrainConfig& c, const Communicator& comm, const train::
 // The gradient's buckets, where the method exchanges more than one (BucketOptions).
 void bucket_line(const train::TrainConfig& c, const Communicator& comm, const Exchange& exchange) {
   const std::vector<GradientRange>& buckets = exchange.buckets();
-  if (comm.rank() != 0 || c.quiet || buckets.size() < 2) return;
+  if (comm.rank() != 0 || c.quiet) return;
+  if (buckets.size() < 2) {
+    // The Trainer plans no buckets under clipping (Trainer.cpp): say why, where the method has them.
+    if (c.clip > 0.0 && exchange.exchanges_buckets() && c.exchange.common.buckets.overlap)
+      std::printf(
+          "  gradient exchanged whole after the backward pass (clipping needs it whole; --clip 0 "
+          "overlaps its buckets with the backward pass)\n");
+    std::fflush(stdout);
+    return;
+  }
   std::string sizes;
   for (const GradientRange& b : buckets) sizes += (sizes.empty() ? "" : ", ") + std::to_string(b.size());
   const bool overlap = c.exchange.common.buckets.overlap;
   std::printf("  gradient in %zu buckets of %s values, %s\n", buckets.size(), sizes.c_str(),
-              !overlap      ? "exchanged after the backward pass (--overlap off)"
-              : c.clip > 0.0 ? "exchanged after the backward pass (clipping needs the whole gradient)"
-                             : "each exchanged during the backward pass as it completes (--overlap on)");
+              overlap ? "each exchanged during the backward pass as it completes (--overlap on)"
+                      : "exchanged after the backward pass (--overlap off)");
   std::fflush(stdout);
 }
 

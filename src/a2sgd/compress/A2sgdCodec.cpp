@@ -36,6 +36,15 @@ std::vector<Index> A2sgdCodec::segment_bounds(Index n, const std::vector<Index>&
 
 std::int64_t A2sgdCodec::encode(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e,
                                 TwoMeansResult* local, double* payload) const {
+  return encode_segments(exec, g, e, local, payload, 0, segments());
+}
+
+std::int64_t A2sgdCodec::encode_segments(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e,
+                                         TwoMeansResult* local, double* payload, std::size_t first,
+                                         std::size_t last) const {
+  if (first > last || last > segments())
+    throw InvalidArgument("a2sgd: segments [" + std::to_string(first) + ", " + std::to_string(last) + ") of " +
+                          std::to_string(segments()));
   const A2sgdCodecOptions& o = m_options;
   const std::vector<Index>& bounds = m_bounds;
   const bool ef = o.error_feedback;
@@ -44,7 +53,7 @@ std::int64_t A2sgdCodec::encode(const ExecutionSpace& exec, const ConstFloatView
   const bool weighted = o.averaging == GlobalAveraging::weighted;
   const std::size_t width = static_cast<std::size_t>(payload_width(o.averaging));
   std::int64_t non_finite = 0;
-  for (std::size_t s = 0; s + 1 < bounds.size(); ++s) {
+  for (std::size_t s = first; s < last; ++s) {
     const auto range = std::make_pair(bounds[s], bounds[s + 1]);
     const ConstFloatView g_s = Kokkos::subview(g, range);
     TwoMeansResult& l = local[s];
@@ -61,7 +70,8 @@ std::int64_t A2sgdCodec::encode(const ExecutionSpace& exec, const ConstFloatView
   }
   // A non-finite entry already makes this rank's sums non-finite; poisoning the values states the
   // contract explicitly: every rank sees NaN from the same all-reduce and stops together.
-  if (non_finite > 0) payload[0] = payload[1] = std::numeric_limits<double>::quiet_NaN();
+  if (non_finite > 0 && first < last)
+    payload[width * first] = payload[width * first + 1] = std::numeric_limits<double>::quiet_NaN();
   return non_finite;
 }
 

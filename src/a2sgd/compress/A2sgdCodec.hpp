@@ -29,9 +29,7 @@ class A2sgdCodec {
   /// `sizes` (which must be positive and add up to n). Throws InvalidArgument otherwise.
   static std::vector<Index> segment_bounds(Index n, const std::vector<Index>& sizes);
   /// Doubles per segment in the payload: 2 (mean) or 4 (weighted).
-  static int payload_width(GlobalAveraging averaging) noexcept {
-    return averaging == GlobalAveraging::mean ? 2 : 4;
-  }
+  static int payload_width(GlobalAveraging averaging) noexcept { return averaging == GlobalAveraging::mean ? 2 : 4; }
 
   Index size() const noexcept { return m_bounds.empty() ? 0 : m_bounds.back(); }
   std::size_t segments() const noexcept { return m_bounds.empty() ? 0 : m_bounds.size() - 1; }
@@ -41,9 +39,7 @@ class A2sgdCodec {
   /// Whether encode and decode read and write a residual (error feedback).
   bool has_residual() const noexcept { return m_options.error_feedback; }
   /// Doubles this rank contributes per step: width x segments.
-  Index payload_words() const noexcept {
-    return payload_width(m_options.averaging) * static_cast<Index>(segments());
-  }
+  Index payload_words() const noexcept { return payload_width(m_options.averaging) * static_cast<Index>(segments()); }
 
   /// Steps 2-3: for every segment one fused pass over a = g + e (a = g without error feedback;
   /// with ZeroGradient::hold the entries with g == 0 join neither set), giving local[s] and the
@@ -52,6 +48,12 @@ class A2sgdCodec {
   /// unused without error feedback); local: segments() results; payload: payload_words() doubles.
   std::int64_t encode(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e,
                       TwoMeansResult* local, double* payload) const;
+  /// The same for the segments [first, last) alone (a bucket of them, during the backward pass):
+  /// local[s] and the payload's doubles of those segments; a non-finite entry poisons the first
+  /// segment's first two doubles. Every segment encoded once per step by some call, the results
+  /// and the poisoning rule's effect (an all-reduce that is NaN on every rank) are encode()'s.
+  std::int64_t encode_segments(const ExecutionSpace& exec, const ConstFloatView& g, const ConstFloatView& e,
+                               TwoMeansResult* local, double* payload, std::size_t first, std::size_t last) const;
 
   /// Step 4: every segment's global averages (M_pos, M_neg) from the payload summed over p ranks,
   /// into out (segments() pairs). Non-finite when any rank's payload was poisoned.

@@ -74,7 +74,43 @@ A2sgdExchange::A2sgdExchange(const Communicator& comm, Index n, const A2sgdOptio
 }
 
 std::vector<PlannedCollective> A2sgdExchange::own_traffic() const {
-  return {{CollectiveKind::allreduce, 8u * static_cast<std::uint64_t>(payload_scalars())}};
+  if (m_parts.empty()) return {{CollectiveKind::allreduce, 8u * static_cast<std::uint64_t>(payload_scalars())}};
+  std::vector<PlannedCollective> t;  // one all-reduce of its segments' scalars per bucket
+  const auto width = static_cast<std::uint64_t>(A2sgdCodec::payload_width(m_options.averaging));
+  for (const Part& part : m_parts)
+    t.push_back({CollectiveKind::allreduce, 8u * width * static_cast<std::uint64_t>(part.last - part.first)});
+  return t;
+}
+
+void A2sgdExchange::buckets_planned() {
+  m_parts.clear();
+  if (buckets().size() < 2) return;
+  const std::vector<Index>& bounds = m_codec.bounds();
+  for (const GradientRange& b : buckets()) {
+    const auto first = std::find(bounds.begin(), bounds.end(), b.begin);
+    const auto last = std::find(bounds.begin(), bounds.end(), b.end);
+    if (first == bounds.end() || last == bounds.end() || first >= last)
+      throw InvalidArgument("a2sgd: gradient bucket [" + std::to_string(b.begin) + ", " + std::to_string(b.end) +
+                            ") does not begin and end where the layout's tensors do");
+    m_parts.push_back(
+        {static_cast<std::size_t>(first - bounds.begin()), static_cast<std::size_t>(last - bounds.begin()), 0});
+  }
+}
+
+Request A2sgdExchange::start_bucket(const FloatView& grad, std::size_t index, GradientRange bucket, StepStats& stats) {
+  if (steps() < m_options.warmup_steps)
+    return comm().iallreduce(grad.data() + bucket.begin, static_cast<std::size_t>(bucket.size()), MPI_SUM, &stats);
+  Part& part = m_parts[index];
+  Stopwatch clock;
+  // The step's first bucket advances the optimizer's step count (buckets start in order).
+  if (m_options.moments != MomentScheme::decoded)
+    step_optimizer().local_direction(exec(), grad, m_options.moments, m_options.warmup_steps, bucket.begin, bucket.end,
+                                     index == 0);
+  part.non_finite =
+      m_codec.encode_segments(exec(), grad, m_residual, m_local.data(), m_payload.data(), part.first, part.last);
+  stats.compress_s += clock.seconds();
+  const auto width = static_cast<std::size_t>(A2sgdCodec::payload_width(m_options.averaging));
+  return comm().iallreduce(m_payload.data() + width * part.first, width * (part.last - part.first), MPI_SUM, &stats);
 }
 
 std::vector<std::pair<std::string, std::string>> A2sgdExchange::own_options() const {
@@ -86,13 +122,24 @@ std::vector<std::pair<std::string, std::string>> A2sgdExchange::own_options() co
                                                         {"moments", to_string(m_options.moments)}};
   if (m_options.zero_gradient != ZeroGradient::move)
     o.emplace_back("zero_gradient", to_string(m_options.zero_gradient));
+  if (m_options.buckets) o.emplace_back("buckets", "on");
   return o;
 }
 
 void A2sgdExchange::do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                             StepStats& stats) {
   const double p = static_cast<double>(comm().size());
-  if (steps() < m_options.warmup_steps) {
+  if (!m_parts.empty()) {
+    finish_buckets(grad, stats);
+    if (steps() < m_options.warmup_steps) {
+      apply_dense(params, grad, opt, lr, static_cast<float>(1.0 / p), stats);
+    } else {
+      std::int64_t non_finite = 0;
+      for (const Part& part : m_parts) non_finite += part.non_finite;
+      take_global_means(non_finite);
+      apply(params, grad, opt, lr, stats);
+    }
+  } else if (steps() < m_options.warmup_steps) {
     allreduce_sum(grad, stats);
     apply_dense(params, grad, opt, lr, static_cast<float>(1.0 / p), stats);
   } else {
@@ -117,6 +164,11 @@ std::int64_t A2sgdExchange::compress(const FloatView& grad, Optimizer& opt, Step
 // Step 4: exactly one all-reduce of 2 (or 4) scalars per segment, then the global averages.
 void A2sgdExchange::communicate(std::int64_t non_finite, StepStats& stats) {
   comm().allreduce(m_payload.data(), m_payload.size(), MPI_SUM, &stats);
+  take_global_means(non_finite);
+}
+
+// The global averages of every segment from the summed payload, checked before anything changes.
+void A2sgdExchange::take_global_means(std::int64_t non_finite) {
   m_codec.global_means(m_payload.data(), comm().size(), m_global.data());
   for (std::size_t s = 0; s < m_codec.segments(); ++s) {
     const auto [m_pos, m_neg] = m_global[s];
@@ -167,6 +219,9 @@ a2sgd::A2sgdOptions parse_a2sgd_options(const a2sgd::OptionValues& o, const std:
   a.average_every = static_cast<std::uint64_t>(every);
   a.moments = parse_moment_scheme(o.text("moments"));
   a.state_at_average = parse_state_at_average(o.text("state-at-average"));
+  a.buckets = o.on("buckets");
+  o.require(!a.buckets || a.granularity == Granularity::layer, "buckets",
+            "needs --a2sgd-granularity layer (one segment for the model needs the whole gradient)");
   if (a.granularity == Granularity::layer)
     for (const auto& t : layout) a.segments.push_back(t.size);
   return a;
@@ -181,8 +236,17 @@ A2SGD_REGISTER_EXCHANGE(a2sgd) {
   m.options = {
       {"averaging", "mean", "mean (2 scalars per step) | weighted (4 scalars)", {"mean", "weighted"}},
       {"residual", "local", "residual reference: local | global", {"local", "global"}},
-      {"granularity", "model", "model (2 scalars per step) | layer (2 per tensor, one all-reduce)", {"model", "layer"}},
+      {"granularity",
+       "model",
+       "model (2 scalars per step) | layer (2 per tensor, one all-reduce; --a2sgd-buckets: one per gradient "
+       "bucket)",
+       {"model", "layer"}},
       {"error-feedback", "on", "on | off", {"on", "off"}},
+      {"buckets",
+       "off",
+       "with layer granularity: on (one all-reduce per gradient bucket, each started during the backward pass; "
+       "measured no faster, the payload being latency-bound) | off (one after it)",
+       {"on", "off"}},
       {"zero-gradient",
        "move",
        "entries whose gradient (direction) is exactly 0: move (classed by the residual's sign) | hold (left out "

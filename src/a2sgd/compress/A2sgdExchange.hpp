@@ -16,6 +16,12 @@ namespace a2sgd {
 /// doubles per segment (comm_s), one fused residual + update + optimizer pass per segment
 /// (optimizer_s). The residual e is this rank's state ("residual", n float32 values).
 ///
+/// With layer granularity, A2sgdOptions::buckets and planned buckets (plan_buckets(): whole tensors each) the segments
+/// are encoded and all-reduced bucket by bucket, one non-blocking all-reduce each, started during
+/// the backward pass when armed (Exchange::begin_step()); the optimizer's local direction (momentum,
+/// Adam) is formed per bucket too. With one segment for the model nothing can start before the
+/// whole gradient is there: model granularity does not bucket.
+///
 /// A non-finite entry in g + e on any rank poisons that rank's payload with NaN, so every rank
 /// sees it in the same all-reduce and throws NonFiniteError before touching parameters or state.
 class A2sgdExchange final : public Exchange {
@@ -44,17 +50,28 @@ class A2sgdExchange final : public Exchange {
   const std::vector<Index>& segment_bounds() const noexcept { return m_codec.bounds(); }
 
   /// Scalars each rank hands to MPI per A2SGD step: 2 or 4 per segment.
-  int payload_scalars() const noexcept {
-    return static_cast<int>(m_codec.payload_words());
-  }
+  int payload_scalars() const noexcept { return static_cast<int>(m_codec.payload_words()); }
 
  protected:
   void do_step(StepKey, const FloatView& params, const FloatView& grad, Optimizer& opt, double lr,
                StepStats& stats) override;
+  bool bucketed() const override { return m_options.granularity == Granularity::layer && m_options.buckets; }
+  void buckets_planned() override;
+  /// The bucket's local direction and segments encoded, then the all-reduce of their scalars (in
+  /// a dense warm-up step: of the bucket's gradient).
+  Request start_bucket(const FloatView& grad, std::size_t index, GradientRange bucket, StepStats& stats) override;
 
  private:
   std::int64_t compress(const FloatView& grad, Optimizer& opt, StepStats& stats);
   void communicate(std::int64_t non_finite, StepStats& stats);
+  void take_global_means(std::int64_t non_finite);
+  // Per planned bucket (empty with one bucket): its segments [first, last) and the step's
+  // non-finite count of its encode.
+  struct Part {
+    std::size_t first = 0, last = 0;
+    std::int64_t non_finite = 0;
+  };
+  std::vector<Part> m_parts;
   void apply(const FloatView& params, const FloatView& grad, Optimizer& opt, double lr, StepStats& stats);
 
   A2sgdOptions m_options;

@@ -76,6 +76,11 @@ struct A2sgdOptions {
   /// Layer granularity: the tensors' sizes in buffer order, summing to n (make_exchange fills
   /// them from ExchangeConfig::layout). Ignored for model granularity.
   std::vector<Index> segments;
+  /// Layer granularity: all-reduce the segments' scalars per gradient bucket (Exchange::
+  /// plan_buckets()), each bucket as soon as the backward pass has finished it, instead of once
+  /// after it. Off by default: the payload is latency-bound, so hiding its collectives gains
+  /// nothing measurable and each extra bucket adds one round trip (docs/design.md).
+  bool buckets = false;
 };
 
 /// The options of A2SGD's encode and decode (A2sgdOptions' per-step part): what the codec needs.

@@ -99,15 +99,24 @@ void Exchange::plan_buckets(const std::vector<GradientRange>& order) {
   buckets_planned();
 }
 
-GradientListener* Exchange::begin_step(const FloatView& grad) {
+GradientListener* Exchange::begin_step(const FloatView& grad, Optimizer& opt) {
   check_extent(grad, m_size, "gradient");
+  if (opt.size() != m_size)
+    throw InvalidArgument("exchange: optimizer was built for " + std::to_string(opt.size()) +
+                          " parameters, the exchange for n = " + std::to_string(m_size));
   for (Request& r : m_requests) r.wait();  // a step that an exception abandoned
   m_pending = StepStats();
   std::fill(m_reported.begin(), m_reported.end(), Index(0));
   m_next_bucket = 0;
   m_armed = m_buckets.size() > 1 && m_common.buckets.overlap;
   m_armed_grad = m_armed ? grad : FloatView();
+  m_step_optimizer = m_armed ? &opt : nullptr;
   return m_armed ? this : nullptr;
+}
+
+Optimizer& Exchange::step_optimizer() const {
+  if (m_step_optimizer == nullptr) throw std::logic_error(name() + ": start_bucket() outside a step");
+  return *m_step_optimizer;
 }
 
 void Exchange::gradient_ready(const ExecutionSpace& exec, GradientRange range) {
@@ -185,6 +194,9 @@ void Exchange::step(const FloatView& params, const FloatView& grad, Optimizer& o
                           " parameters, the exchange for n = " + std::to_string(m_size));
   if (m_armed && grad.data() != m_armed_grad.data())
     throw InvalidArgument("exchange: step() got another gradient buffer than begin_step()");
+  if (m_armed && &opt != m_step_optimizer)
+    throw InvalidArgument("exchange: step() got another optimizer than begin_step()");
+  m_step_optimizer = &opt;
   // The caller's kernels on this instance may still run: finish them outside our clocks.
   m_exec.fence();
   // An armed step's early collectives have accounted into m_pending already.
@@ -203,6 +215,7 @@ void Exchange::step(const FloatView& params, const FloatView& grad, Optimizer& o
     Kokkos::deep_copy(m_exec, m_velocity, 0.0f);
   }
   do_step(StepKey(), params, grad, opt, lr, stats);
+  m_step_optimizer = nullptr;
   if (a.every > 0 && (steps() + 1) % a.every == 0) synchronise(params, opt, stats);
   m_stats.last_step = stats;
   m_stats.total += stats;

@@ -89,6 +89,8 @@ class Exchange : public GradientListener {
   void plan_buckets(const std::vector<GradientRange>& order);
   /// The buckets in the order their collectives start (one bucket [0, n) unless planned).
   const std::vector<GradientRange>& buckets() const noexcept { return m_buckets; }
+  /// Whether the method exchanges planned buckets one collective each (and can overlap them).
+  bool exchanges_buckets() const { return bucketed(); }
 
   /// Arms the coming step's overlap: returns the listener the model reports to during its backward
   /// pass (StepContext::gradient), or nullptr when nothing can overlap (one bucket, or overlap off).
@@ -96,8 +98,10 @@ class Exchange : public GradientListener {
   /// (in bucket order, so every rank starts the same collectives in the same order), and each report
   /// makes progress on the collectives in flight; step() starts the rest and completes them. The
   /// last bucket starts in step(): nothing is left to overlap it with, and the caller may still
-  /// change it (the Trainer marks a non-finite loss there). `grad` must be the buffer given to step().
-  GradientListener* begin_step(const FloatView& grad);
+  /// change it (the Trainer marks a non-finite loss there). `grad` and `opt` must be the buffer and
+  /// the optimizer given to step() (a method that compresses the optimizer's local direction, as
+  /// A2SGD with momentum or Adam, forms it bucket by bucket).
+  GradientListener* begin_step(const FloatView& grad, Optimizer& opt);
   /// GradientListener: `range` (a group of the planned order) is final on `exec`.
   void gradient_ready(const ExecutionSpace& exec, GradientRange range) override;
 
@@ -147,6 +151,8 @@ class Exchange : public GradientListener {
   /// For bucketed methods' do_step(): starts the buckets not yet started, in order, and completes
   /// every bucket's collective.
   void finish_buckets(const FloatView& grad, StepStats& stats);
+  /// The optimizer of the step in progress (begin_step()'s or step()'s), for start_bucket().
+  Optimizer& step_optimizer() const;
 
   /// In-place sum over ranks of a float buffer, staged through the host when MPI cannot read it.
   void allreduce_sum(const FloatView& data, StepStats& stats);
@@ -190,6 +196,7 @@ class Exchange : public GradientListener {
   std::size_t m_next_bucket = 0;
   bool m_armed = false;
   FloatView m_armed_grad;
+  Optimizer* m_step_optimizer = nullptr;  // the armed (or current) step's, for start_bucket()
   StepStats m_pending;
   void start_next_bucket(const FloatView& grad, StepStats& stats);
   // Host copies of collective payloads, grown to the largest seen (the first step allocates them).

@@ -101,16 +101,26 @@ void check_moment_scheme(const OptimizerConfig& config, MomentScheme scheme, std
 
 void Optimizer::local_direction(const ExecutionSpace& exec, const FloatView& g, MomentScheme scheme,
                                 std::uint64_t warmup_steps) {
+  local_direction(exec, g, scheme, warmup_steps, 0, m_size, true);
+}
+
+void Optimizer::local_direction(const ExecutionSpace& exec, const FloatView& g, MomentScheme scheme,
+                                std::uint64_t warmup_steps, Index begin, Index end, bool new_step) {
   check_moment_scheme(m_config, scheme, warmup_steps);
   if (static_cast<Index>(g.extent(0)) != m_size)
     throw InvalidArgument("optimizer: gradient buffer has " + std::to_string(g.extent(0)) +
                           " values, the optimizer was built for " + std::to_string(m_size));
+  if (begin < 0 || begin > end || end > m_size)
+    throw InvalidArgument("optimizer: range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside the " +
+                          std::to_string(m_size) + " parameters");
+  if (new_step) ++m_steps;
+  if (m_steps == 0) throw InvalidArgument("optimizer: a bucket's local direction before its step's first");
   const FloatView m = m_first, s = m_second;
-  const auto t = static_cast<double>(++m_steps);
+  const auto t = static_cast<double>(m_steps);
   if (m_config.kind == OptimizerKind::momentum) {
     const auto mu = static_cast<float>(m_config.momentum);
     Kokkos::parallel_for(
-        A2SGD_LABEL("a2sgd::optim::local_momentum"), Policy(exec, 0, m_size), KOKKOS_LAMBDA(Index i) {
+        A2SGD_LABEL("a2sgd::optim::local_momentum"), Policy(exec, begin, end), KOKKOS_LAMBDA(Index i) {
           const float v = mu * m(i) + g(i);
           m(i) = v;
           g(i) = v;
@@ -124,7 +134,7 @@ void Optimizer::local_direction(const ExecutionSpace& exec, const FloatView& g, 
     const auto c2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(m_config.beta2, t2)));
     const auto eps = static_cast<float>(m_config.epsilon);
     Kokkos::parallel_for(
-        A2SGD_LABEL("a2sgd::optim::local_adam"), Policy(exec, 0, m_size), KOKKOS_LAMBDA(Index i) {
+        A2SGD_LABEL("a2sgd::optim::local_adam"), Policy(exec, begin, end), KOKKOS_LAMBDA(Index i) {
           const float gi = g(i);
           const float mi = b1 * m(i) + (1.0f - b1) * gi;
           m(i) = mi;

@@ -82,6 +82,12 @@ class Optimizer {
   /// c2 as the dense warm-up's last step left them. Advances the step counter. Throws
   /// InvalidArgument for a combination the scheme does not define (check_moment_scheme).
   void local_direction(const ExecutionSpace& exec, const FloatView& g, MomentScheme scheme, std::uint64_t warmup_steps);
+  /// The same for the entries [begin, end) of g alone, for an exchange that compresses the
+  /// gradient bucket by bucket during the backward pass: the step's first call passes
+  /// new_step = true (it advances the step counter), the others false; the buckets' calls
+  /// together cover every entry once and leave what one call over all would.
+  void local_direction(const ExecutionSpace& exec, const FloatView& g, MomentScheme scheme, std::uint64_t warmup_steps,
+                       Index begin, Index end, bool new_step);
 
   /// The rule that applies a decoded direction u after local_direction():
   /// x <- x (1 - lr wd) - lr u. Calls fn(rule); the step was counted by local_direction().

@@ -108,8 +108,11 @@ void Trainer::setup() {
   // collective agreement check: one CollectiveError everywhere, invalid input for the app.
   m_comm.all_or_throw([&] {
     m_exchange = make_exchange(exchange, m_comm, m_store.size(), m_exec);
-    // Buckets in the order the model finishes its gradient (dense: one all-reduce per bucket).
-    m_exchange->plan_buckets(m_model.gradient_order());
+    // Buckets in the order the model finishes its gradient (dense: one all-reduce per bucket),
+    // where they can overlap the backward pass: clipping needs the whole gradient first, and
+    // buckets that cannot overlap would only split the exchange into more collectives. (With
+    // --overlap off they are planned all the same: the same collectives, started after.)
+    if (!m_clipper) m_exchange->plan_buckets(m_model.gradient_order());
   });
 
   // Every replica starts from rank 0's initialisation.
@@ -146,7 +149,7 @@ Trainer::Outcome Trainer::run() {
       nn::StepContext context{c.seed, step, m_comm.rank()};
       // Buckets overlap the backward pass unless something reads or changes the local gradient
       // between it and the exchange: clipping (the whole gradient's norm), the update monitor.
-      if (!m_clipper && !monitored) context.gradient = m_exchange->begin_step(m_store.grads());
+      if (!m_clipper && !monitored) context.gradient = m_exchange->begin_step(m_store.grads(), *m_optimizer);
       const nn::LossResult r = m_model.forward_backward(m_exec, m_store.params(), m_store.grads(), batch, context);
       if (!std::isfinite(r.loss_sum)) {
         // Make the exchange see it, so that every rank stops at this step together: in the last
