@@ -113,14 +113,20 @@ TORCH_NETWORK_LABELS = {
     "powersgd": "PyTorch DDP, torch PowerSGD hook (rank 2, one bucket)",
     "postlocal": "PyTorch DDP, torch post-local SGD (PeriodicModelAverager)",
     "a2sgd": "PyTorch DDP, a2sgd.torch a2sgd_hook + PeriodicAverager",
+    "topk": "PyTorch DDP, a2sgd.torch topk_hook (ratio 0.001)",
+    "qsgd": "PyTorch DDP, a2sgd.torch qsgd_hook (256 levels)",
+    "efsign": "PyTorch DDP, a2sgd.torch efsign_hook",
     "train-dense": "a2sgd-train, dense (defaults: clipping, so after the backward pass)",
     "train-a2sgd": "a2sgd-train, A2SGD (defaults)",
 }
 
 
-def _network_runs(root):
-    """{nodes: {exchange: [run, ...]}} from benchmarks/torch/ddp_network.sh's folder."""
-    folder = os.path.join(root, TORCH_NETWORK)
+TORCH_NETWORK_HOOKS = "docs/results/pytorch/network-hooks"
+
+
+def _network_runs(root, results=TORCH_NETWORK):
+    """{nodes: {exchange: [run, ...]}} from a benchmarks/torch/ddp_network.sh folder."""
+    folder = os.path.join(root, results)
     with open(os.path.join(folder, "meta.json")) as f:
         meta = json.load(f)
     runs = {}
@@ -128,7 +134,7 @@ def _network_runs(root):
         for e in meta["exchanges"].split(","):
             paths = sorted(glob.glob(os.path.join(folder, f"p{n}", f"{e}-r*.json")))
             if len(paths) != meta["repeats"]:
-                raise SystemExit(f"pytorch_report.py: {TORCH_NETWORK}/p{n}: {len(paths)} runs of {e}, "
+                raise SystemExit(f"pytorch_report.py: {results}/p{n}: {len(paths)} runs of {e}, "
                                  f"meta.json says {meta['repeats']}")
             loaded = []
             for path in paths:
@@ -138,12 +144,12 @@ def _network_runs(root):
     return meta, runs
 
 
-def network_times(root):
+def network_times(root, results=TORCH_NETWORK):
     """{nodes: {exchange: (s per step, period, one average's s, s per step with averages, bytes per step,
     bytes per average)}}: medians over the runs of benchmarks/torch/ddp_network.sh. a2sgd-train's
     replica average is an all-reduce of the model, the bytes of a dense step: its time is taken as
     dense's communication per step in the same sitting."""
-    meta, runs = _network_runs(root)
+    meta, runs = _network_runs(root, results)
     med = statistics.median
     out = {}
     for n, by in runs.items():
@@ -168,10 +174,19 @@ def network_times(root):
 
 @generator("pytorch-network", TORCH_NETWORK)
 def pytorch_network(root):
+    return _network_block(root, TORCH_NETWORK)
+
+
+@generator("pytorch-network-hooks", TORCH_NETWORK_HOOKS)
+def pytorch_network_hooks(root):
+    return _network_block(root, TORCH_NETWORK_HOOKS)
+
+
+def _network_block(root, results):
     """Per cluster size: each configuration's median time per step over its runs (each run's own
     median step), with the replica average amortised over its period where the method averages, the
     bytes per step, and the time against DDP's overlapped all-reduce."""
-    meta, times = network_times(root)
+    meta, times = network_times(root, results)
     lines = []
     for n, by in times.items():
         ddp = by["ddp"][3] if "ddp" in by else None
@@ -188,7 +203,8 @@ def pytorch_network(root):
             lines.append(f"| {TORCH_NETWORK_LABELS.get(e, e)} | {step:.3f} | {avg} | {total:.3f} | {wire} | {avg_mb} "
                          f"| {ratio} |")
         lines.append("")
-    return lines + [source_line(TORCH_NETWORK, f"`{meta['command']}`: the language model (4,651,600 parameters), "
+    return lines + [source_line(results, f"`{meta['command']}`: the language model (a2sgd-train's 4,651,600 "
+                                         f"parameters; torch's nn.LSTM keeps a second bias per layer: 4,653,200), "
                                                f"medians of {meta['repeats']} alternated runs of {meta['steps']} timed "
                                                f"steps each; PyTorch's bytes are what the node's link sent, "
                                                f"a2sgd-train's what it handed MPI, and its average's time dense's "

@@ -21,6 +21,9 @@ thread per process. Exchanges:
   a2sgd      a2sgd.torch's A2SGD hook (two scalars per step) with its PeriodicAverager every
              --period steps (a2sgd-train's default for the language model: a plain average every
              200 steps)
+  topk, qsgd, efsign
+             a2sgd.torch's hooks on the library's codecs (Top-K ratio 0.001, QSGD 256 levels,
+             EF-sign), at their defaults: one all_gather of each bucket's payload
 
 Per exchange: the median time of a step (forward, backward with the exchange, clipping, optimizer,
 the averager's call) over the timed steps and, for the two periodic ones, the median time of one
@@ -38,7 +41,7 @@ import statistics
 import sys
 import time
 
-EXCHANGES = ("ddp", "powersgd", "postlocal", "a2sgd")
+EXCHANGES = ("ddp", "powersgd", "postlocal", "a2sgd", "topk", "qsgd", "efsign")
 
 
 def tx_bytes(ifname):
@@ -114,6 +117,10 @@ def main():
         import a2sgd.torch as at
         model.register_comm_hook(at.A2SGDState(module=net), at.a2sgd_hook)
         averager = at.PeriodicAverager(net, args.period)
+    elif args.exchange in ("topk", "qsgd", "efsign"):
+        import a2sgd.torch as at
+        state_class, hook = at.available_methods()[args.exchange]
+        model.register_comm_hook(state_class(module=net, **(dict(seed=1) if args.exchange == "qsgd" else {})), hook)
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(1 + args.rank)

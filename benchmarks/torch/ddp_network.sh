@@ -12,7 +12,8 @@
 #   --out DIR         results (default results/pytorch-network)
 #   --nodes "N ..."   cluster sizes (default "2 4")
 #   --rate R          link rate, tc's syntax (default 250mbit, as docs/network.md)
-#   --exchanges LIST  comma-separated: ddp,powersgd,postlocal,a2sgd,train-dense,train-a2sgd (default all)
+#   --exchanges LIST  comma-separated: ddp,powersgd,postlocal,a2sgd,topk,qsgd,efsign,train-dense,train-a2sgd
+#                     (default: ddp,powersgd,postlocal,a2sgd,train-dense,train-a2sgd)
 #   --repeats K       runs of each (default 3)
 #   --steps S         timed steps per run (default 10)
 #   --build DIR       build tree (a2sgd-train, and the Python package in DIR/python; default build)
@@ -48,7 +49,7 @@ done
 for n in $nodes_list; do [[ $n =~ ^[1-9][0-9]*$ && $n -ge 2 ]] || die "--nodes takes cluster sizes of 2 or more (got '$n')"; done
 IFS=, read -r -a runs <<<"$exchanges"
 for e in "${runs[@]}"; do
-  case "$e" in ddp|powersgd|postlocal|a2sgd|train-dense|train-a2sgd) ;; *) die "unknown exchange '$e'" ;; esac
+  case "$e" in ddp|powersgd|postlocal|a2sgd|topk|qsgd|efsign|train-dense|train-a2sgd) ;; *) die "unknown exchange '$e'" ;; esac
 done
 [[ $(id -u) -eq 0 ]] || die "needs root (network namespaces)"
 build=$(cd "$build" 2>/dev/null && pwd) || die "no build tree '$build'"
