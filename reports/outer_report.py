@@ -315,6 +315,7 @@ def network_table(directory, rate, model="mlp"):
                 verdict = "A2SGD does not reach the target"
             elif a2sgd in times:
                 verdict = "local SGD does not reach the target"
+                _NETWORK_ONLY_A2SGD.setdefault((directory, rate, model), []).append((p, optimizer))
             else:
                 verdict = "-"
             lines.append(f"| {p}, {optimizer} | " + " | ".join(cells) + f" | {verdict} |")
@@ -326,14 +327,22 @@ def network_table(directory, rate, model="mlp"):
 
 
 _NETWORK_RATIOS = {}
+_NETWORK_ONLY_A2SGD = {}  # the cells where A2SGD reaches the target and local SGD does not
 
 
-def network_ratios(directory, rate):
+def network_ratios(directory, rate, model="mlp"):
     """[(nodes, optimizer, A2SGD's time : the faster local SGD's, A2SGD's time : dense's, A2SGD's step : local
-    SGD's)] of network_table."""
-    _NETWORK_RATIOS.pop((directory, rate, "mlp"), None)
-    network_table(directory, rate)
-    return _NETWORK_RATIOS.get((directory, rate, "mlp"), [])
+    SGD's)] of network_table, for the cells where both reach the target."""
+    _NETWORK_RATIOS.pop((directory, rate, model), None)
+    _NETWORK_ONLY_A2SGD.pop((directory, rate, model), None)
+    network_table(directory, rate, model)
+    return _NETWORK_RATIOS.get((directory, rate, model), [])
+
+
+def network_only_a2sgd(directory, rate, model="mlp"):
+    """[(nodes, optimizer)] of network_table's cells where only A2SGD reaches the target."""
+    network_ratios(directory, rate, model)
+    return _NETWORK_ONLY_A2SGD.get((directory, rate, model), [])
 
 
 def _cell_order(name):

@@ -210,6 +210,20 @@ def _x(row):
     return "not reached" if row is None or row["ratio"] is None else f"{row['ratio']:.2f}x"
 
 
+def _lstm_network_clause(root):
+    """The language model's side of the comparison with local SGD in time (outer_network.sh --model lstm)."""
+    net = outer_report.network_ratios(os.path.join(root, OUTER), "250mbit", "lstm")
+    if not net:
+        return ""
+    ratios = [n[2] for n in net]
+    nodes = sorted({n[0] for n in net})
+    only = outer_report.network_only_a2sgd(os.path.join(root, OUTER), "250mbit", "lstm")
+    only_text = "".join(f"; at {p} ranks with {'Adam' if o == 'adam' else o} only A2SGD reaches it" for p, o in only)
+    return (f" On the language model, whose step takes 0.3-0.7 s here, A2SGD's time to its target is "
+            f"{min(ratios):.2f}-{max(ratios):.2f}x local SGD's over {' and '.join(map(str, nodes))} nodes at 250 "
+            f"Mbit/s where both reach it{only_text}.")
+
+
 def _torch_network_line(root, conv):
     """The verdict against PyTorch DDP over the emulated network (pytorch_report.network_times), or
     None before benchmarks/torch/ddp_network.sh's runs are committed."""
@@ -304,7 +318,8 @@ def readme_verdict(root):
             f"{min(against_local):.1f}-{max(against_local):.1f}x sooner than A2SGD in every cell, SGD included: "
             f"A2SGD's 16-byte all-reduce each step is latency-bound and makes its step {min(step_ratio):.1f}-"
             f"{max(step_ratio):.1f}x local SGD's, whose steps between averages cost their compute alone (both reach "
-            f"it {1 / max(n[3] for n in net):.0f}x or more sooner than dense). _Outer-optimizer study's steps x "
-            f"the step timed over the network ([network.md](docs/network.md#the-outer-optimizer-study-over-the-network))._")
+            f"it {1 / max(n[3] for n in net):.0f}x or more sooner than dense)." + _lstm_network_clause(root)
+            + " _Outer-optimizer study's steps x the step timed over the network "
+            "([network.md](docs/network.md#the-outer-optimizer-study-over-the-network))._")
     return lines
     return lines
