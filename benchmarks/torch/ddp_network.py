@@ -41,6 +41,8 @@ import statistics
 import sys
 import time
 
+from lm_model import language_model  # this folder: the script's own directory is on sys.path
+
 EXCHANGES = ("ddp", "powersgd", "postlocal", "a2sgd", "topk", "qsgd", "efsign")
 
 
@@ -79,23 +81,12 @@ def main():
                             world_size=args.world)
     V, H, L, T, B = 10000, 200, 2, 35, 20
 
-    class LanguageModel(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.encoder = nn.Embedding(V, H)
-            self.rnn = nn.LSTM(H, H, L)
-            self.decoder = nn.Linear(H, V)
-
-        def forward(self, x, state):
-            out, state = self.rnn(self.encoder(x), state)
-            return self.decoder(out).view(-1, V), state
-
     torch.manual_seed(1)
-    net = LanguageModel()
+    net = language_model(V, H, L)
     if args.exchange == "powersgd":
-        # One bucket: torch 1.13's PowerSGD hook issues a bucket's second all-reduce from the first's
-        # callback thread, and gloo pairs collectives by the order they were issued, so with two
-        # buckets the ranks' orders can differ and gloo aborts ("op.preamble.length <= op.nbytes").
+        # One bucket: with two, torch 1.13's PowerSGD hook aborted over gloo ("op.preamble.length <=
+        # op.nbytes": collectives of different sizes paired); it issues a bucket's second all-reduce
+        # from the first's callback, so the ranks' orders can differ (the likely cause).
         # DDP's first bucket (1 MB) is sized by a module constant; the rest by bucket_cap_mb.
         dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
         model = nn.parallel.DistributedDataParallel(net, bucket_cap_mb=1024)

@@ -32,6 +32,8 @@ import subprocess
 import sys
 import time
 
+from lm_model import language_model  # this folder: the script's own directory is on sys.path
+
 KEEP_MEMORY = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967295"
 
 
@@ -43,18 +45,7 @@ def torch_step_seconds(args):
     torch.manual_seed(1)
     V, H, L, T, B = args.vocab, args.hidden, args.layers, args.bptt, args.batch_size
 
-    class LanguageModel(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.encoder = nn.Embedding(V, H)
-            self.rnn = nn.LSTM(H, H, L)
-            self.decoder = nn.Linear(H, V)
-
-        def forward(self, x, state):
-            out, state = self.rnn(self.encoder(x), state)
-            return self.decoder(out).view(-1, V), state
-
-    model = LanguageModel()
+    model = language_model(V, H, L)
     loss_fn = nn.CrossEntropyLoss()
     tokens = torch.randint(0, V, (T + 1, B))
     state = (torch.zeros(L, B, H), torch.zeros(L, B, H))

@@ -245,7 +245,7 @@ A2SGD_REGISTER_EXCHANGE(a2sgd) {
       {"buckets",
        "off",
        "with layer granularity: on (one all-reduce per gradient bucket, each started during the backward pass; "
-       "measured no faster, the payload being latency-bound) | off (one after it)",
+       "measured no faster over 2 emulated nodes) | off (one after it)",
        {"on", "off"}},
       {"zero-gradient",
        "move",

@@ -78,8 +78,8 @@ struct A2sgdOptions {
   std::vector<Index> segments;
   /// Layer granularity: all-reduce the segments' scalars per gradient bucket (Exchange::
   /// plan_buckets()), each bucket as soon as the backward pass has finished it, instead of once
-  /// after it. Off by default: the payload is latency-bound, so hiding its collectives gains
-  /// nothing measurable and each extra bucket adds one round trip (docs/design.md).
+  /// after it. Off by default: measured no faster (a few scalars per tensor leave little to hide;
+  /// docs/design.md).
   bool buckets = false;
 };
 
